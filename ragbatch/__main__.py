@@ -1,0 +1,3 @@
+from ragbatch.cli import main
+
+main()

@@ -1,0 +1,119 @@
+"""Streaming JSONL reader with file and line numbers in every error (does file I/O).
+
+Rows are parsed one line at a time, so the first call can start before the file has been
+read. The sha256 of the file's bytes is computed on the way and is available once the reader
+is exhausted. Blank lines and a UTF-8 byte-order mark are accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from ragbatch.errors import DatasetError
+from ragbatch.schema import Row
+
+BOM = b"\xef\xbb\xbf"
+JSON_TYPES = {"list": "array", "str": "string", "int": "number", "float": "number",
+              "bool": "boolean", "NoneType": "null", "dict": "object"}  # fmt: skip
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """('contexts', 1, 'id') -> 'contexts[1].id'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def describe(exc: ValidationError, ignore_hint: bool = True) -> str:
+    """One line for the first problem pydantic found, in the dataset's own field names."""
+    err = exc.errors()[0]
+    kind, loc, msg = err["type"], tuple(err["loc"]), err["msg"]
+    where = field_path(loc)
+    if kind == "json_invalid":
+        return f"invalid JSON: {err.get('ctx', {}).get('error', msg)}"
+    if kind == "model_type" and not loc:
+        found = JSON_TYPES.get(type(err["input"]).__name__, type(err["input"]).__name__)
+        return f"expected a JSON object, got {found}"
+    if kind == "missing":
+        return f"missing field '{where}'"
+    if kind == "extra_forbidden":
+        hint = " (pass --ignore-unknown-fields to skip unknown top-level fields)"
+        return f"unknown field '{where}'" + (hint if ignore_hint and len(loc) == 1 else "")
+    if kind == "value_error":
+        return msg.removeprefix("Value error, ")
+    if kind == "literal_error" and loc and loc[-1] == "diagnosis":
+        return f"field '{where}': unknown diagnosis label {err['input']!r}"
+    return f"field '{where}': {msg}"
+
+
+class DatasetReader:
+    """Iterate over the rows of one JSONL file; raise DatasetError on the first bad line."""
+
+    def __init__(self, path: str | Path, *, ignore_unknown_fields: bool = False) -> None:
+        self.path = Path(path)
+        self.ignore_unknown_fields = ignore_unknown_fields
+        self.rows = 0
+        self._digest = hashlib.sha256()
+        self._done = False
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def sha256(self) -> str:
+        if not self._done:
+            raise RuntimeError("sha256 is known only once every row has been read")
+        return self._digest.hexdigest()
+
+    def _error(self, line: int, message: str) -> DatasetError:
+        return DatasetError(str(self.path), line, message)
+
+    def _parse(self, raw: bytes) -> Row:
+        if not self.ignore_unknown_fields:
+            return Row.model_validate_json(raw)
+        try:
+            data: Any = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return Row.model_validate_json(raw)  # same message as the strict path
+        if isinstance(data, dict):
+            known = {f.alias or name for name, f in Row.model_fields.items()}
+            data = {k: v for k, v in data.items() if k in known}
+        return Row.model_validate_json(orjson.dumps(data))
+
+    def __iter__(self) -> Iterator[Row]:
+        ids: set[str] = set()
+        try:
+            handle = self.path.open("rb")
+        except OSError as exc:
+            raise self._error(0, f"cannot read dataset: {exc.strerror or exc}") from None
+        with handle:
+            for number, raw in enumerate(handle, start=1):
+                self._digest.update(raw)
+                if number == 1 and raw.startswith(BOM):
+                    raw = raw[len(BOM) :]
+                if not raw.strip():
+                    continue
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise self._error(number, f"not valid UTF-8: {exc.reason}") from None
+                try:
+                    row = self._parse(raw)
+                except ValidationError as exc:
+                    raise self._error(number, describe(exc)) from None
+                if row.id in ids:
+                    raise self._error(number, f"duplicate row id {row.id!r}")
+                ids.add(row.id)
+                self.rows += 1
+                yield row
+        if self.rows == 0:
+            raise self._error(0, "dataset is empty: no rows")
+        self._done = True

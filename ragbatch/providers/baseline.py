@@ -1,0 +1,62 @@
+"""Baseline judges: another evaluator's final verdict per row (pure for ``recorded``).
+
+``recorded`` reads the verdict stored in the row's ``baseline`` block. When the block records
+no latency or usage, both are estimated from the size of the row (as an LLM judge reading
+question, contexts and answer plus a rubric would consume) and marked as estimated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+from ragbatch.errors import ProviderError
+from ragbatch.questions import build_state
+from ragbatch.schema import Diagnosis, Row, TokenUsage
+from ragbatch.wire import canonical_json
+
+RECORDED_MODEL = "recorded-baseline"
+RUBRIC_TOKENS = 400
+VERDICT_TOKENS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineReply:
+    diagnosis: Diagnosis
+    confidence: float
+    model: str
+    latency_ms: float
+    usage: TokenUsage
+    estimated: bool
+
+
+class BaselineJudge(Protocol):
+    name: str
+
+    async def judge(self, row: Row) -> BaselineReply:
+        """A verdict for the row, or raise ProviderError (a failed baseline row)."""
+        ...
+
+
+class RecordedBaseline:
+    """The verdict recorded in each row's ``baseline`` block."""
+
+    name = "recorded"
+
+    async def judge(self, row: Row) -> BaselineReply:
+        block = row.baseline
+        if block is None:
+            raise ProviderError(f"row {row.id!r} has no baseline verdict", kind="no-baseline")
+        estimated = block.usage is None or block.latency_ms is None
+        tokens_in = RUBRIC_TOKENS + math.ceil(len(canonical_json(build_state(row))) / 4)
+        usage = block.usage or TokenUsage(input_tokens=tokens_in, output_tokens=VERDICT_TOKENS)
+        latency = block.latency_ms if block.latency_ms is not None else 600.0 + tokens_in / 4
+        return BaselineReply(
+            diagnosis=block.diagnosis,
+            confidence=block.confidence,
+            model=block.model or RECORDED_MODEL,
+            latency_ms=latency,
+            usage=usage,
+            estimated=estimated,
+        )

@@ -1,0 +1,53 @@
+"""Human-readable views of a report (pure: strings out, no I/O). Numbers are rounded here only."""
+
+from __future__ import annotations
+
+from ragbatch.metrics import Latency
+from ragbatch.pricing import Cost
+from ragbatch.report import Mode, Report
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _ms(latency: Latency) -> str:
+    if latency.p50_ms is None or latency.p95_ms is None:
+        return "n/a"
+    return f"p50 {latency.p50_ms:.0f} ms, p95 {latency.p95_ms:.0f} ms"
+
+
+def _usd(cost: Cost) -> str:
+    if not cost.available or cost.usd is None:
+        return f"unavailable ({cost.reason})"
+    return f"{cost.currency} {cost.usd:.6f}"
+
+
+def _mode_line(name: str, mode: Mode) -> str:
+    c = mode.classification
+    return (
+        f"  {name:<10} accuracy {_pct(c.accuracy)} ({c.correct}/{c.successful}), "
+        f"failures {mode.failures.count}, ECE {mode.calibration.ece:.3f}, "
+        f"AURC {mode.selective.aurc:.3f}, latency {_ms(mode.latency)}, "
+        f"tokens {mode.usage.input_tokens} in / {mode.usage.output_tokens} out, "
+        f"cost {_usd(mode.cost)}"
+    )
+
+
+def summary_text(report: Report) -> str:
+    """A short summary for the terminal: per-mode accuracy, fallback, failures, latency, cost."""
+    modes = report.modes
+    cascade = modes.cascade
+    lines = [
+        f"ragbatch: {report.dataset.rows} rows of {report.dataset.name} "
+        f"({report.dataset.labelled_rows} labelled), decision variant {report.decisions.variant}, "
+        f"provider {report.provider.name}, pricing {report.pricing.version}",
+        _mode_line("jev-only", modes.jev_only),
+        _mode_line("baseline", modes.baseline),
+        _mode_line("cascade", cascade),
+        f"  fallback rate {_pct(cascade.fallback_rate)} "
+        f"({cascade.end_to_end.baseline_calls} rows sent to the baseline), "
+        f"resolved by Jev {_pct(cascade.primary_resolved_rate)}, "
+        f"Jev failures {_pct(cascade.primary_failure_rate)}",
+    ]
+    return "\n".join(lines)

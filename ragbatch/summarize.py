@@ -1,0 +1,365 @@
+"""Row outcomes -> the three modes, their metrics and the report (pure: no I/O).
+
+Jev-only, baseline-only and the Jev -> baseline cascade are computed on the same rows. A
+failed Jev call is a failure in Jev-only and in the cascade (never routed ``auto``, never sent
+to the fallback as if it were uncertain); a row without a usable baseline verdict is a failure
+of the baseline mode, and of the cascade only when the cascade needed it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ragbatch import metrics as m
+from ragbatch.errors import RowFailure
+from ragbatch.outcome import RowOutcome
+from ragbatch.policy import Thresholds
+from ragbatch.pricing import PricingSnapshot, total_cost
+from ragbatch.questions import DECISION_IDS, DECISION_VERSION, report_variant
+from ragbatch.report import (
+    CascadeMode,
+    Components,
+    DatasetInfo,
+    DecisionsInfo,
+    EndToEnd,
+    Failures,
+    GenerationComponents,
+    JevOnlyMode,
+    Leg,
+    Mode,
+    Modes,
+    PolicyInfo,
+    PricingInfo,
+    ProviderInfo,
+    Report,
+    RetrievalComponents,
+    RowError,
+    RowResult,
+    RowVerdict,
+    Usage,
+    UsageTotals,
+)
+from ragbatch.schema import Diagnosis
+
+PRECEDENCE = [
+    "CONFLICTING_EVIDENCE",
+    "RETRIEVAL_MISS",
+    "RETRIEVAL_INSUFFICIENT",
+    "ANSWER_IRRELEVANT",
+    "GENERATOR_UNGROUNDED",
+    "ANSWER_INCORRECT",
+    "JUDGE_UNCERTAIN",
+    "PASS",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One priced call of one leg."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    estimated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """One row as one mode sees it: a verdict, or a failure; its latency and its calls."""
+
+    expected: Diagnosis | None
+    diagnosis: Diagnosis | None
+    confidence: float | None
+    latency_ms: float
+    calls: tuple[Call, ...]
+    failure: RowFailure | None
+
+
+def usage_of(calls: Iterable[Call]) -> Usage:
+    per_model: dict[str, list[int]] = {}
+    estimated = 0
+    for call in calls:
+        totals = per_model.setdefault(call.model, [0, 0, 0])
+        totals[0] += 1
+        totals[1] += call.input_tokens
+        totals[2] += call.output_tokens
+        estimated += call.estimated
+    by_model = {
+        name: UsageTotals(calls=c, input_tokens=i, output_tokens=o)
+        for name, (c, i, o) in sorted(per_model.items())
+    }
+    return Usage(
+        calls=sum(u.calls for u in by_model.values()),
+        input_tokens=sum(u.input_tokens for u in by_model.values()),
+        output_tokens=sum(u.output_tokens for u in by_model.values()),
+        by_model=by_model,
+        estimated_calls=estimated,
+    )
+
+
+def leg(calls: Sequence[Call], pricing: PricingSnapshot) -> Leg:
+    usage = usage_of(calls)
+    cost = total_cost(pricing, ((c.model, c.input_tokens, c.output_tokens) for c in calls))
+    return Leg(usage=usage, cost=cost)
+
+
+def mode_metrics(decided: Sequence[Decided], pricing: PricingSnapshot) -> Mode:
+    labelled = [d for d in decided if d.expected is not None]
+    pairs = [(d.expected, d.diagnosis) for d in labelled if d.expected is not None]
+    scored = [
+        (d.confidence, d.diagnosis == d.expected)
+        for d in labelled
+        if d.diagnosis is not None and d.confidence is not None
+    ]
+    failures = [d.failure for d in decided if d.failure is not None]
+    calls = [c for d in decided for c in d.calls]
+    spent = leg(calls, pricing)
+    return Mode(
+        rows=len(decided),
+        classification=m.classification(pairs),
+        calibration=m.calibration(scored),
+        selective=m.selective(scored),
+        latency=m.latency(d.latency_ms for d in decided),
+        usage=spent.usage,
+        cost=spent.cost,
+        failures=Failures(
+            count=len(failures),
+            rate=m.safe(len(failures), len(decided)),
+            by_kind=dict(sorted(Counter(f.kind for f in failures).items())),
+        ),
+    )
+
+
+def jev_decided(o: RowOutcome) -> Decided:
+    expected = o.row.expected.diagnosis if o.row.expected else None
+    j = o.jev
+    calls: tuple[Call, ...] = ()
+    if j.reply is not None:
+        calls = (Call(j.reply.model, j.reply.usage.input_tokens, j.reply.usage.output_tokens),)
+    if j.verdict is None:
+        return Decided(expected, None, None, j.latency_ms, calls, j.failure)
+    return Decided(expected, j.verdict.diagnosis, j.verdict.confidence, j.latency_ms, calls, None)
+
+
+def baseline_decided(o: RowOutcome) -> Decided:
+    expected = o.row.expected.diagnosis if o.row.expected else None
+    b = o.baseline.reply
+    if b is None:
+        return Decided(expected, None, None, 0.0, (), o.baseline.failure)
+    call = Call(b.model, b.usage.input_tokens, b.usage.output_tokens, b.estimated)
+    return Decided(expected, b.diagnosis, b.confidence, b.latency_ms, (call,), None)
+
+
+def cascade_decided(jev: Decided, base: Decided, routed: bool) -> Decided:
+    """Jev decides confident rows; uncertain ones go to the baseline (latency and cost add)."""
+    if not routed:
+        return jev
+    return Decided(
+        jev.expected,
+        base.diagnosis,
+        base.confidence,
+        jev.latency_ms + base.latency_ms,
+        jev.calls + base.calls,
+        base.failure,
+    )
+
+
+def components(outcomes: Sequence[RowOutcome]) -> Components:
+    pairs: dict[str, list[tuple[float, bool]]] = {
+        k: []
+        for k in [
+            "chunkRelevance",
+            "contextSufficiency",
+            "contextConflict",
+            "answerRelevance",
+            "groundedness",
+            "contradiction",
+            "correctness",
+        ]
+    }
+    for o in outcomes:
+        j, exp = o.jev.judgments, o.row.expected
+        if j is None or exp is None:
+            continue
+        r, g = exp.retrieval, exp.generation
+        if r is not None:
+            for cid, label in r.chunk_relevance.items():
+                p = j.retrieval.chunk_relevance.get(cid)
+                if p is not None:
+                    pairs["chunkRelevance"].append((p, label))
+            _join(pairs["contextSufficiency"], j.retrieval.sufficiency, r.context_sufficiency)
+            _join(pairs["contextConflict"], j.retrieval.conflict, r.context_conflict)
+        if g is not None:
+            _join(pairs["answerRelevance"], j.generation.relevance, g.answer_relevance)
+            _join(pairs["groundedness"], j.generation.groundedness, g.groundedness)
+            _join(pairs["contradiction"], j.generation.contradiction, g.contradiction)
+            _join(pairs["correctness"], j.generation.correctness, g.correctness)
+    c = {k: m.component(v) for k, v in pairs.items()}
+    return Components(
+        retrieval=RetrievalComponents(
+            chunk_relevance=c["chunkRelevance"],
+            context_sufficiency=c["contextSufficiency"],
+            context_conflict=c["contextConflict"],
+        ),
+        generation=GenerationComponents(
+            answer_relevance=c["answerRelevance"],
+            groundedness=c["groundedness"],
+            contradiction=c["contradiction"],
+            correctness=c["correctness"],
+        ),
+    )
+
+
+def _join(out: list[tuple[float, bool]], p: float | None, label: bool | None) -> None:
+    if p is not None and label is not None:
+        out.append((p, label))
+
+
+def _verdict(d: Decided, source: Literal["jev", "baseline"], model: str | None) -> RowVerdict:
+    if d.diagnosis is None:
+        f = d.failure
+        error = RowError(kind=f.kind, message=f.message) if f else None
+        return RowVerdict(status="failed", error=error)
+    return RowVerdict(
+        status="ok",
+        diagnosis=d.diagnosis,
+        confidence=d.confidence,
+        source=source,
+        model=model,
+    )
+
+
+def row_result(o: RowOutcome, base: Decided, cascade: Decided, routed: bool) -> RowResult:
+    j = o.jev
+    reply, verdict = j.reply, j.verdict
+    base_model = o.baseline.reply.model if o.baseline.reply else None
+    return RowResult(
+        id=o.row.id,
+        decision_id=o.decision.decision_id,
+        decision_version=o.decision.version,
+        decision_variant=o.decision.variant,
+        status="ok" if verdict else "failed",
+        error=RowError(kind=j.failure.kind, message=j.failure.message) if j.failure else None,
+        retrieval=j.judgments.retrieval if j.judgments else None,
+        generation=j.judgments.generation if j.judgments else None,
+        diagnosis=verdict.diagnosis if verdict else None,
+        confidence=verdict.confidence if verdict else None,
+        route=verdict.route if verdict else "failed",
+        model=reply.model if reply else None,
+        latency_ms=j.latency_ms,
+        usage=(
+            UsageTotals(
+                calls=1,
+                input_tokens=reply.usage.input_tokens,
+                output_tokens=reply.usage.output_tokens,
+            )
+            if reply
+            else None
+        ),
+        expected=o.row.expected.diagnosis if o.row.expected else None,
+        baseline=_verdict(base, "baseline", base_model),
+        cascade=_verdict(
+            cascade,
+            "baseline" if routed else "jev",
+            base_model if routed else (reply.model if reply else None),
+        ),
+        metadata=o.row.metadata,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What the report says about the run besides the rows."""
+
+    dataset_name: str
+    dataset_sha256: str
+    provider: str
+    requested_model: str
+    baseline: str
+    thresholds: Thresholds
+    pricing: PricingSnapshot
+
+
+def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
+    """The whole report, from outcomes in input order."""
+    jev = [jev_decided(o) for o in outcomes]
+    base = [baseline_decided(o) for o in outcomes]
+    routed = [o.jev.verdict is not None and o.jev.verdict.route == "fallback" for o in outcomes]
+    cascade = [cascade_decided(j, b, r) for j, b, r in zip(jev, base, routed, strict=True)]
+    n = len(outcomes)
+    routes = Counter(o.jev.verdict.route if o.jev.verdict else "failed" for o in outcomes)
+
+    jev_mode = mode_metrics(jev, info.pricing)
+    cascade_mode = mode_metrics(cascade, info.pricing)
+    jev_calls = [c for d in jev for c in d.calls]
+    base_calls = [c for d, r in zip(base, routed, strict=True) if r for c in d.calls]
+    cls = cascade_mode.classification
+    variants = Counter(o.decision.variant for o in outcomes)
+    return Report(
+        report_version="1",
+        dataset=DatasetInfo(
+            name=info.dataset_name,
+            rows=n,
+            labelled_rows=sum(1 for o in outcomes if o.row.expected and o.row.expected.diagnosis),
+            sha256=info.dataset_sha256,
+        ),
+        decisions=DecisionsInfo(
+            variant=report_variant(set(variants)),
+            version=DECISION_VERSION,
+            ids=DECISION_IDS,
+            rows_by_variant=dict(sorted(variants.items())),
+        ),
+        policy=PolicyInfo(
+            name="default",
+            fail_threshold=info.thresholds.fail,
+            pass_threshold=info.thresholds.pass_,
+            precedence=PRECEDENCE,
+        ),
+        provider=ProviderInfo(
+            name=info.provider,
+            requested_model=info.requested_model,
+            answered_by=sorted({o.jev.reply.model for o in outcomes if o.jev.reply}),
+            baseline=info.baseline,
+        ),
+        pricing=PricingInfo(
+            version=info.pricing.version,
+            effective_date=info.pricing.effective_date,
+            currency=info.pricing.currency,
+            sha256=info.pricing.sha256,
+        ),
+        modes=Modes(
+            jev_only=JevOnlyMode(
+                **dict(jev_mode),
+                routes={k: routes.get(k, 0) for k in ("auto", "fallback", "failed")},
+                components=components(outcomes),
+            ),
+            baseline=mode_metrics(base, info.pricing),
+            cascade=CascadeMode(
+                **dict(cascade_mode),
+                fallback_rate=m.safe(sum(routed), n),
+                primary_resolved_rate=m.safe(routes.get("auto", 0), n),
+                primary_failure_rate=m.safe(routes.get("failed", 0), n),
+                legs={
+                    "jev": leg(jev_calls, info.pricing),
+                    "baseline": leg(base_calls, info.pricing),
+                },
+                end_to_end=EndToEnd(
+                    accuracy=cls.accuracy,
+                    overall_accuracy=cls.overall_accuracy,
+                    macro_f1=cls.macro_f1,
+                    failure_rate=cascade_mode.failures.rate,
+                    latency_p50_ms=cascade_mode.latency.p50_ms,
+                    latency_p95_ms=cascade_mode.latency.p95_ms,
+                    cost_usd=cascade_mode.cost.usd,
+                    baseline_calls=len(base_calls),
+                ),
+            ),
+        ),
+        rows=[
+            row_result(o, b, c, r)
+            for o, b, c, r in zip(outcomes, base, cascade, routed, strict=True)
+        ],
+    )
