@@ -12,10 +12,19 @@ from typing import Annotated
 
 import typer
 
-from ragbatch.errors import EXIT_OK, EXIT_ROW_FAILURES, RagbatchError
-from ragbatch.job import DEFAULT_DATASET, DEFAULT_OUT, DEFAULT_PRICING, JobConfig, run_job
+from ragbatch.cache import CacheMode
+from ragbatch.errors import EXIT_OK, EXIT_ROW_FAILURES, ConfigError, RagbatchError
+from ragbatch.job import (
+    DEFAULT_CACHE,
+    DEFAULT_DATASET,
+    DEFAULT_OUT,
+    DEFAULT_PRICING,
+    JobConfig,
+    run_job,
+)
 from ragbatch.policy import Thresholds
-from ragbatch.render import summary_text
+from ragbatch.providers.jev import DEFAULT_BASE_URL
+from ragbatch.render import run_text, summary_text
 
 app = typer.Typer(
     name="ragbatch",
@@ -32,6 +41,18 @@ def fail(error: RagbatchError) -> typer.Exit:
     return typer.Exit(error.exit_code)
 
 
+def cache_mode(*, offline: bool, refresh: bool, no_cache: bool) -> CacheMode:
+    chosen = [name for name, on in (("--offline", offline), ("--refresh", refresh),
+                                    ("--no-cache", no_cache)) if on]  # fmt: skip
+    if len(chosen) > 1:
+        raise ConfigError(f"{' and '.join(chosen)} cannot be used together")
+    if offline:
+        return "offline"
+    if refresh:
+        return "refresh"
+    return "off" if no_cache else "use"
+
+
 @app.command()
 def run(
     dataset: Annotated[
@@ -39,11 +60,73 @@ def run(
     ] = DEFAULT_DATASET,
     out: Annotated[Path, typer.Option(help="Where to write the report JSON.")] = DEFAULT_OUT,
     provider: Annotated[
-        str, typer.Option(help="Who answers the Jev questions: 'mock' (the rows' mock blocks).")
+        str,
+        typer.Option(
+            help="Who answers the Jev questions: 'mock' (the rows' mock blocks, offline) or "
+            "'jev' (the live API, through the reply cache)."
+        ),
     ] = "mock",
     model: Annotated[
-        str | None, typer.Option(help="Model to request (default: the provider's own).")
+        str | None,
+        typer.Option(
+            envvar="TYPESAFE_DEFAULT_MODEL",
+            help="Model to request: jev-latest (default for jev), jev-preview or a pinned "
+            "release such as jev-1.13.0.",
+        ),
     ] = None,
+    base_url: Annotated[
+        str, typer.Option(envvar="TYPESAFE_BASE_URL", help="Jev API base URL.")
+    ] = DEFAULT_BASE_URL,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TYPESAFE_API_KEY",
+            show_default=False,
+            help="Jev API key (prefer the environment variable; never written anywhere).",
+        ),
+    ] = None,
+    cache_dir: Annotated[
+        Path, typer.Option(help="Content-addressed reply cache directory.")
+    ] = DEFAULT_CACHE,
+    offline: Annotated[
+        bool,
+        typer.Option(
+            "--offline", help="Answer from the cache only; a miss fails the row (cache-miss)."
+        ),
+    ] = False,
+    refresh: Annotated[
+        bool,
+        typer.Option("--refresh", help="Ignore cached replies, fetch again and overwrite them."),
+    ] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Neither read nor write the cache.")
+    ] = False,
+    timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per HTTP attempt.")] = 30.0,
+    row_deadline: Annotated[
+        float, typer.Option(min=0.001, help="Seconds per row, all attempts and waits included.")
+    ] = 300.0,
+    max_retries: Annotated[
+        int, typer.Option(min=0, help="Retries after the first attempt (408/429/5xx/network).")
+    ] = 4,
+    max_rps: Annotated[
+        float | None, typer.Option(min=0.001, help="Ceiling on requests per second.")
+    ] = None,
+    max_tokens_per_s: Annotated[
+        float | None,
+        typer.Option(min=1, help="Ceiling on input tokens per second (reserved by estimate)."),
+    ] = None,
+    adaptive: Annotated[
+        bool, typer.Option(help="Halve concurrency on 429/529, grow back slowly on success.")
+    ] = True,
+    max_error_rate: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, max=1.0, help="Abort (exit 4) once more than this share of rows failed."
+        ),
+    ] = None,
+    error_budget_rows: Annotated[
+        int, typer.Option(min=1, help="Rows done before --max-error-rate is enforced.")
+    ] = 20,
     concurrency: Annotated[int, typer.Option(min=1, help="Maximum calls in flight at once.")] = 32,
     fail_threshold: Annotated[
         float, typer.Option(help="P(true) at or below this is a confident 'no'.")
@@ -58,13 +141,16 @@ def run(
         str, typer.Option(help="Fallback judge: 'recorded' (the rows' baseline verdicts).")
     ] = "recorded",
     ignore_unknown_fields: Annotated[
-        bool, typer.Option(help="Skip unknown top-level fields instead of failing.")
+        bool,
+        typer.Option(
+            "--ignore-unknown-fields", help="Skip unknown top-level fields instead of failing."
+        ),
     ] = False,
     run_record: Annotated[
         Path | None,
         typer.Option(help="Also write run timings (not part of the deterministic report)."),
     ] = None,
-    quiet: Annotated[bool, typer.Option(help="Print nothing but errors.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing but errors.")] = False,
 ) -> None:
     """Evaluate DATASET and write a deterministic report.
 
@@ -73,6 +159,18 @@ def run(
     """
     try:
         config = JobConfig(
+            base_url=base_url,
+            api_key=api_key,
+            cache_dir=cache_dir,
+            cache_mode=cache_mode(offline=offline, refresh=refresh, no_cache=no_cache),
+            attempt_timeout_s=timeout,
+            row_deadline_s=row_deadline,
+            max_retries=max_retries,
+            max_rps=max_rps,
+            max_tokens_per_s=max_tokens_per_s,
+            adaptive=adaptive,
+            max_error_rate=max_error_rate,
+            error_budget_rows=error_budget_rows,
             dataset=dataset,
             out=out,
             provider=provider,
@@ -84,12 +182,15 @@ def run(
             ignore_unknown_fields=ignore_unknown_fields,
             run_record=run_record,
         )
-        result = run_job(config)
+        result = run_job(config, warn=lambda text: typer.echo(f"warning: {text}", err=True))
     except RagbatchError as error:
         raise fail(error) from None
     if not quiet:
         typer.echo(summary_text(result.report))
-        typer.echo(f"  report: {out}", err=False)
+        typer.echo(run_text(result.record))
+        typer.echo(f"  report: {out}")
+        if run_record is not None:
+            typer.echo(f"  run record: {run_record}")
     failed = result.report.modes.jev_only.failures.count
     raise typer.Exit(EXIT_ROW_FAILURES if failed else EXIT_OK)
 

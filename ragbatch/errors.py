@@ -76,6 +76,7 @@ class ProviderError(RagbatchError):
         self.status = status
         self.retryable = retryable
         self.request_id = request_id
+        self.wall_ms = 0.0  # time spent on the call, retries included; set by the provider
         suffix = f" (request id {request_id})" if request_id else ""
         super().__init__(f"{message}{suffix}")
 

@@ -8,19 +8,33 @@ both call :func:`run_job`.
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 import orjson
 
+from ragbatch.cache import CachedProvider, CacheMode, ReplyCache
 from ragbatch.dataset import DatasetReader
 from ragbatch.errors import ConfigError, PricingError, RagbatchError
+from ragbatch.outcome import RowOutcome
 from ragbatch.policy import Thresholds
-from ragbatch.pricing import PricingSnapshot, parse_pricing
+from ragbatch.pricing import PricingSnapshot, parse_pricing, total_cost
 from ragbatch.providers.base import Provider
 from ragbatch.providers.baseline import BaselineJudge, RecordedBaseline
+from ragbatch.providers.jev import (
+    DEFAULT_BASE_URL,
+    DEFAULT_MODEL,
+    MODEL_ALIASES,
+    JevProvider,
+    JevSettings,
+    OfflineJev,
+)
 from ragbatch.providers.mock import MockProvider
+from ragbatch.ratelimit import RateLimiter
 from ragbatch.report import Report, report_bytes
 from ragbatch.runner import RunConfig, run_batch
 from ragbatch.summarize import RunInfo, summarize
@@ -28,6 +42,7 @@ from ragbatch.summarize import RunInfo, summarize
 DEFAULT_DATASET = Path("datasets/rag-fixture.jsonl")
 DEFAULT_OUT = Path("reports/report.json")
 DEFAULT_PRICING = Path("pricing/typesafe-2026-12.json")
+DEFAULT_CACHE = Path("cache")
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,19 @@ class JobConfig:
     baseline: str = "recorded"
     ignore_unknown_fields: bool = False
     run_record: Path | None = None
+    # live Jev
+    api_key: str | None = field(default=None, repr=False)
+    base_url: str = DEFAULT_BASE_URL
+    cache_dir: Path = DEFAULT_CACHE
+    cache_mode: CacheMode = "use"
+    attempt_timeout_s: float = 30.0
+    row_deadline_s: float = 300.0
+    max_retries: int = 4
+    max_rps: float | None = None
+    max_tokens_per_s: float | None = None
+    adaptive: bool = True
+    max_error_rate: float | None = None
+    error_budget_rows: int = 20
 
 
 @dataclass(frozen=True)
@@ -50,6 +78,7 @@ class JobResult:
     report_bytes: bytes
     wall_s: float
     rows_per_s: float
+    record: dict[str, Any]
 
 
 def load_pricing(path: Path) -> PricingSnapshot:
@@ -62,10 +91,41 @@ def load_pricing(path: Path) -> PricingSnapshot:
     return parse_pricing(data, str(path))
 
 
-def make_provider(config: JobConfig) -> Provider:
+def make_provider(config: JobConfig) -> tuple[Provider, CachedProvider | None, list[str]]:
+    """The provider for the run, wrapped in the reply cache for live Jev."""
     if config.provider == "mock":
-        return MockProvider(config.model) if config.model else MockProvider()
-    raise ConfigError(f"unknown provider {config.provider!r}; choose mock")
+        provider = MockProvider(config.model) if config.model else MockProvider()
+        return provider, None, []
+    if config.provider != "jev":
+        raise ConfigError(f"unknown provider {config.provider!r}; choose mock or jev")
+    model = config.model or DEFAULT_MODEL
+    warnings = []
+    if model in MODEL_ALIASES and config.cache_mode != "off":
+        warnings.append(
+            f"model {model!r} is an alias: the release behind it can change between runs, so "
+            "a cache keyed on it can mix releases; pin a release (e.g. --model jev-1.13.0) "
+            "for reproducible backfills"
+        )
+    settings = JevSettings(
+        api_key=config.api_key,
+        base_url=config.base_url,
+        model=model,
+        attempt_timeout_s=config.attempt_timeout_s,
+        row_deadline_s=config.row_deadline_s,
+        max_retries=config.max_retries,
+    )
+    limiter = RateLimiter(
+        config.concurrency,
+        max_rps=config.max_rps,
+        max_tokens_per_s=config.max_tokens_per_s,
+        adaptive=config.adaptive,
+    )
+    cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
+    inner: Provider = (
+        OfflineJev(model) if config.cache_mode == "offline" else JevProvider(settings, limiter)
+    )
+    cached = CachedProvider(inner, cache, config.cache_mode)
+    return cached, cached, warnings
 
 
 def make_baseline(config: JobConfig) -> BaselineJudge:
@@ -82,19 +142,29 @@ def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return first
 
 
-async def evaluate_async(config: JobConfig) -> JobResult:
-    """Run the job inside an existing event loop."""
+def _ignore(message: str) -> None:
+    return None
+
+
+async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignore) -> JobResult:
+    """Run the job inside an existing event loop; ``warn`` hears warnings as they arise."""
     if config.concurrency < 1:
         raise ConfigError(f"--concurrency must be at least 1, got {config.concurrency}")
     pricing = load_pricing(config.pricing)
-    provider = make_provider(config)
+    provider, cached, warnings = make_provider(config)
+    for warning in warnings:
+        warn(warning)
     baseline = make_baseline(config)
     reader = DatasetReader(config.dataset, ignore_unknown_fields=config.ignore_unknown_fields)
     started = time.perf_counter()
     try:
-        outcomes = await run_batch(
-            reader, provider, baseline, RunConfig(config.concurrency, config.thresholds)
+        run_config = RunConfig(
+            config.concurrency,
+            config.thresholds,
+            max_error_rate=config.max_error_rate,
+            error_budget_rows=config.error_budget_rows,
         )
+        outcomes = await run_batch(reader, provider, baseline, run_config)
     except BaseExceptionGroup as group:
         error = _unwrap(group)
         if isinstance(error, RagbatchError):
@@ -116,16 +186,78 @@ async def evaluate_async(config: JobConfig) -> JobResult:
     data = report_bytes(report)
     if config.out is not None:
         write_bytes(config.out, data)
-    result = JobResult(report, data, wall, len(outcomes) / wall if wall > 0 else 0.0)
+    rate = len(outcomes) / wall if wall > 0 else 0.0
+    record = run_record(outcomes, wall, rate, provider, cached, pricing)
+    if cached is not None:
+        for warning in cached.warnings:
+            warn(warning)
     if config.run_record is not None:
-        record = {"wallSeconds": wall, "rowsPerSecond": result.rows_per_s, "rows": len(outcomes)}
         write_bytes(config.run_record, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
-    return result
+    return JobResult(report, data, wall, rate, record)
 
 
-def run_job(config: JobConfig) -> JobResult:
+def run_record(
+    outcomes: list[RowOutcome],
+    wall: float,
+    rate: float,
+    provider: Provider,
+    cached: CachedProvider | None,
+    pricing: PricingSnapshot,
+) -> dict[str, Any]:
+    """What happened in this run (timings, retries, cache hits): kept out of the report."""
+    calls = []
+    retries: Counter[str] = Counter()
+    for o in outcomes:
+        reply, failure = o.jev.reply, o.jev.failure
+        entry: dict[str, Any] = {"id": o.row.id}
+        if reply is not None:
+            retries.update(reply.retries)
+            entry.update(
+                cached=reply.cached,
+                attempts=reply.attempts,
+                retries=reply.retries,
+                latencyMs=reply.latency_ms,
+                wallMs=reply.wall_ms,
+                model=reply.model,
+                requestId=reply.request_id,
+            )
+        elif failure is not None:
+            entry.update(failed=failure.kind, message=failure.message, wallMs=o.jev.latency_ms)
+        calls.append(entry)
+    record: dict[str, Any] = {
+        "rows": len(outcomes),
+        "wallSeconds": wall,
+        "rowsPerSecond": rate,
+        "retriesByStatus": dict(sorted(retries.items())),
+    }
+    if cached is not None:
+        stats = cached.stats
+        saved = total_cost(pricing, ((m, t, 0) for m, t in stats.saved_models.items()))
+        record["cache"] = {
+            "hits": stats.hits,
+            "misses": stats.misses,
+            "writes": stats.writes,
+            "corrupt": stats.corrupt,
+            "deduplicated": stats.deduplicated,
+            "savedInputTokens": stats.saved_input_tokens,
+            "savedUsd": saved.usd,
+        }
+        inner = cached.inner
+        if isinstance(inner, JevProvider):
+            limiter = inner.limiter.stats
+            record["rateControl"] = {
+                "throttled": limiter.throttled,
+                "peakInFlight": limiter.peak_in_flight,
+                "lowestConcurrency": limiter.lowest_limit,
+                "finalConcurrency": limiter.current_limit,
+            }
+    record["calls"] = calls
+    return record
+
+
+def run_job(config: JobConfig, warn: Callable[[str], None] = _ignore) -> JobResult:
     """Run the job in a fresh event loop (the CLI's entry)."""
-    return anyio.run(evaluate_async, config)
+    return anyio.run(evaluate_async, config, warn)
 
 
 def write_bytes(path: Path, data: bytes) -> None:

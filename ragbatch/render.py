@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ragbatch.metrics import Latency
 from ragbatch.pricing import Cost
 from ragbatch.report import Mode, Report
@@ -51,3 +53,20 @@ def summary_text(report: Report) -> str:
         f"Jev failures {_pct(cascade.primary_failure_rate)}",
     ]
     return "\n".join(lines)
+
+
+def run_text(record: dict[str, Any]) -> str:
+    """This run's wall-clock facts: throughput, cache hits, retries (not in the report)."""
+    parts = [f"  run: {record['rowsPerSecond']:.1f} rows/s over {record['wallSeconds']:.2f} s"]
+    cache = record.get("cache")
+    if cache:
+        saved = cache["savedUsd"]
+        parts.append(
+            f"cache {cache['hits']} hits / {cache['misses']} misses"
+            + (f" (saved USD {saved:.6f})" if saved else "")
+            + (f", {cache['corrupt']} corrupt entries refetched" if cache["corrupt"] else "")
+        )
+    retries = record.get("retriesByStatus")
+    if retries:
+        parts.append("retries " + ", ".join(f"{k}: {v}" for k, v in retries.items()))
+    return ", ".join(parts)

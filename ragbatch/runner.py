@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from ragbatch.errors import ProviderError, RowFailure
+from ragbatch.errors import ProviderError, RowFailure, RunAborted
 from ragbatch.outcome import BaselineOutcome, JevOutcome, RowOutcome
 from ragbatch.policy import Thresholds, diagnose
 from ragbatch.providers.base import Call, Provider
@@ -28,6 +28,33 @@ from ragbatch.schema import Row
 class RunConfig:
     concurrency: int = 32
     thresholds: Thresholds = field(default_factory=Thresholds)
+    # Stop the run when more than this share of rows failed (after ``error_budget_rows``).
+    max_error_rate: float | None = None
+    error_budget_rows: int = 20
+
+
+class ErrorBudget:
+    """Aborts the run once the share of failed rows exceeds the budget."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.done = 0
+        self.failed = 0
+
+    def record(self, outcome: JevOutcome) -> None:
+        self.done += 1
+        if outcome.failure is None:
+            return
+        self.failed += 1
+        budget = self.config.max_error_rate
+        if budget is None or self.done < self.config.error_budget_rows:
+            return
+        if self.failed / self.done > budget:
+            raise RunAborted(
+                f"{self.failed} of {self.done} rows failed, over the error budget of "
+                f"{budget:.0%} (--max-error-rate); last error: {outcome.failure.kind}: "
+                f"{outcome.failure.message}"
+            )
 
 
 async def judge_row(row: Row, provider: Provider, thresholds: Thresholds) -> JevOutcome:
@@ -37,7 +64,7 @@ async def judge_row(row: Row, provider: Provider, thresholds: Thresholds) -> Jev
         reply = await provider.fetch_answers(Call(request=request, row=row))
     except ProviderError as exc:
         failure = RowFailure(kind=exc.kind, message=str(exc))
-        wall = float(getattr(exc, "wall_ms", 0.0))
+        wall = exc.wall_ms
         return JevOutcome(None, None, None, failure, wall)
     judgments = read_judgments(row, reply.probabilities())
     verdict = diagnose(judgments, thresholds)
@@ -62,11 +89,13 @@ async def run_batch(
     if config.concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     results: dict[int, RowOutcome] = {}
+    budget = ErrorBudget(config)
 
     async def worker(receive: MemoryObjectReceiveStream[tuple[int, Row]]) -> None:
         async with receive:
             async for index, row in receive:
                 jev = await judge_row(row, provider, config.thresholds)
+                budget.record(jev)
                 base = await baseline_row(row, baseline)
                 outcome = RowOutcome(index, row, decision_for(row), jev, base)
                 results[index] = outcome

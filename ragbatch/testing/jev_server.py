@@ -1,0 +1,513 @@
+"""A Jev-compatible HTTP server on loopback for tests and benchmarks (does I/O).
+
+Owns sockets, threads and real sleeps; nothing in the pure core imports it. Answers are
+deterministic from content (sha256 of canonical JSON of ``[state, question]``, never of the
+question id), so the same question gets the same answer under any id, alone or with others.
+Faults are scripted per request: a FIFO queue (``push``) first, then an optional ``fault_fn``.
+Run ``python -m ragbatch.testing.jev_server --port 0`` for a separate benchmark process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import math
+import random
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal, cast
+
+__all__ = [
+    "AnswerFn",
+    "Fault",
+    "FaultFn",
+    "FaultKind",
+    "JevServer",
+    "canonical_json",
+    "count_input_tokens",
+    "default_answer",
+    "main",
+]
+
+FaultKind = Literal[
+    "latency", "status", "hang", "drop", "non_json", "missing_answer", "extra_answer",
+    "wrong_type", "out_of_range", "nan", "bad_usage",
+]  # fmt: skip
+AnswerFn = Callable[[Any, str, dict[str, Any]], dict[str, Any]]
+"""``(state, question_id, question) -> answer``: overrides the default answer."""
+
+_ALIASES = frozenset({"jev-latest", "jev-preview"})
+_PINNED = re.compile(r"jev-\d+\.\d+\.\d+")
+_QUESTION_TYPES = frozenset({"noul", "choice", "score"})
+_JSON_INVALID = {"type": "json_invalid", "loc": ["body"], "msg": "JSON decode error"}
+_MODELS = (
+    ("jev-1.12.0", "Previous System One release.", "2026-07-15"),
+    ("jev-1.13.0", "Current System One release: calibrated noul/choice/score.", "2026-10-01"),
+)
+_BASE_INPUT_TOKENS = 260
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scripted misbehaviour for one ``POST /v1/systemone`` request.
+
+    ``delay_s`` applies to ``latency`` (default 0) and ``hang`` (default 30), both of which
+    then answer normally. ``status``/``retry_after``/``retry_after_ms``/``message`` apply to
+    ``status``. ``usage_value`` replaces ``usage.input_tokens`` for ``bad_usage``. The
+    corrupting kinds hit the first noul answer (else the first answer's ``confidence``).
+    """
+
+    kind: FaultKind
+    delay_s: float | None = None
+    status: int = 500
+    retry_after: str | None = None
+    retry_after_ms: int | None = None
+    message: str | None = None
+    usage_value: int | str = -1
+
+
+FaultFn = Callable[[int, dict[str, Any]], Fault | None]
+"""``(request_index, body) -> Fault | None``; index counts systemone POSTs from 0."""
+
+
+def canonical_json(value: Any) -> str:
+    """Serialise ``value`` as canonical JSON (sorted keys, no spaces, UTF-8 kept)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _unit(*parts: Any) -> float:
+    digest = hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def _distribution(state: Any, question: dict[str, Any], labels: Sequence[str]) -> list[float]:
+    """Deterministic probabilities in thousandths summing to exactly 1."""
+    weights = [_unit(state, question, label) ** 2 + 1e-9 for label in labels]
+    total = sum(weights)
+    scaled = [w / total * 1000 for w in weights]
+    ints = [math.floor(s) for s in scaled]
+    by_remainder = sorted(range(len(ints)), key=lambda i: ints[i] - scaled[i])
+    for i in by_remainder[: 1000 - sum(ints)]:
+        ints[i] += 1
+    return [n / 1000 for n in ints]
+
+
+def default_answer(state: Any, question: dict[str, Any]) -> dict[str, Any]:
+    """The server's answer to ``question`` about ``state`` (deterministic from content)."""
+    kind = question["type"]
+    if kind == "noul":
+        return {"type": "noul", "noul": round(_unit(state, question), 3)}
+    criteria = question["criteria"]
+    labels = [str(i) for i in range(len(criteria))] if kind == "score" else list(criteria)
+    probs = _distribution(state, question, labels)
+    top = max(range(len(labels)), key=lambda i: probs[i])
+    dist = {"confidence": probs[top], "probabilities": dict(zip(labels, probs, strict=True))}
+    if kind == "choice":
+        return {"type": "choice", "choice": labels[top], **dist}
+    score = round(sum(i * p for i, p in enumerate(probs)), 3)
+    legend = {str(i): level for i, level in enumerate(criteria)}
+    return {"type": "score", "score": score, "legend": legend, **dist}
+
+
+def count_input_tokens(state: Any, questions: dict[str, Any]) -> int:
+    """Billed input tokens: 260 + ceil(len/4) of the canonical state and of each question."""
+    parts = [state, *questions.values()]
+    return _BASE_INPUT_TOKENS + sum(math.ceil(len(canonical_json(p)) / 4) for p in parts)
+
+
+def _validation_errors(body: Any) -> list[dict[str, Any]]:
+    """FastAPI-style ``detail`` entries for a body that is not a valid request."""
+
+    def err(kind: str, loc: list[Any], msg: str) -> dict[str, Any]:
+        return {"type": kind, "loc": ["body", *loc], "msg": msg}
+
+    if not isinstance(body, dict):
+        return [err("dict_type", [], "Input should be a valid dictionary")]
+    fields = ("model", "state", "questions")
+    missing = [err("missing", [f], "Field required") for f in fields if f not in body]
+    if missing or not isinstance(body["model"], str):
+        return missing or [err("string_type", ["model"], "Input should be a valid string")]
+    if not isinstance(body["questions"], dict) or not body["questions"]:
+        return [err("dict_type", ["questions"], "Input should be a non-empty dictionary")]
+    errors = []
+    for qid, q in body["questions"].items():
+        if not isinstance(q, dict) or q.get("type") not in _QUESTION_TYPES:
+            errors.append(err("union_tag_invalid", ["questions", qid], "type: noul|choice|score"))
+        elif q["type"] != "noul" and (
+            not isinstance(q.get("criteria"), dict | list) or len(q["criteria"]) < 2
+        ):
+            errors.append(err("too_short", ["questions", qid, "criteria"], "needs 2+ options"))
+    return errors
+
+
+def _corrupt(answers: dict[str, Any], kind: str) -> None:
+    ids = list(answers)
+    if kind == "missing_answer":
+        del answers[ids[-1]]
+    elif kind == "extra_answer":
+        answers["__extra_answer__"] = {"type": "noul", "noul": 0.5}
+    else:
+        value = {"wrong_type": "0.5", "out_of_range": 1.5, "nan": math.nan}[kind]
+        target = next((i for i in ids if answers[i].get("type") == "noul"), ids[0])
+        answer = dict(answers[target])
+        answer["noul" if answer.get("type") == "noul" else "confidence"] = value
+        answers[target] = answer
+
+
+class _TokenBucket:
+    def __init__(self, capacity: float, refill_per_s: float) -> None:
+        self.capacity, self.rate = capacity, refill_per_s
+        self.tokens, self.stamp = capacity, time.monotonic()
+        self.lock = threading.Lock()
+
+    def take(self, need: int) -> int | None:
+        """Spend ``need`` tokens and return None, or return the ms until they refill."""
+        with self.lock:
+            now = time.monotonic()
+            self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+            if self.tokens >= need:
+                self.tokens -= need
+                return None
+            if self.rate <= 0:  # never refills: tell the client to wait a long time
+                return 60_000
+            return max(1, math.ceil((need - self.tokens) / self.rate * 1000))
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+    allow_reuse_address = True
+
+    def __init__(self, jev: JevServer, port: int) -> None:
+        self.jev = jev
+        super().__init__(("127.0.0.1", port), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    timeout = 60  # idle keep-alive connections are dropped eventually
+    server_version = "jev-test"
+    sys_version = ""
+    jev: JevServer
+    request_id: str
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence per-request logging (keeps the fast path fast)."""
+
+    def do_GET(self) -> None:
+        """Serve ``GET /v1/models``."""
+        self._dispatch(self._get)
+
+    def do_POST(self) -> None:
+        """Serve ``POST /v1/systemone``."""
+        self._dispatch(self._post)
+
+    def _dispatch(self, route: Callable[[bytes], None]) -> None:
+        self.jev = cast(_HTTPServer, self.server).jev
+        self.request_id = self.jev._begin()
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            route(self.rfile.read(length) if length > 0 else b"")
+        except ConnectionError:  # the client went away (timeout): nothing to answer
+            self.close_connection = True
+        finally:
+            self.jev._end()
+
+    def _send(
+        self, status: int, payload: Any, headers: dict[str, str] | None = None, ok: bool = False
+    ) -> None:
+        if isinstance(payload, bytes):
+            data, ctype = payload, "text/html; charset=utf-8"
+        else:  # allow_nan: the "nan" fault must write a literal NaN
+            data, ctype = json.dumps(payload, ensure_ascii=False).encode(), "application/json"
+        self.jev._count(status, success=ok)
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("x-typesafe-request-id", self.request_id)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        if status == 422:
+            detail = [{"type": "value_error", "loc": ["body"], "msg": message}]
+            self._send(status, {"detail": detail}, headers)
+        else:
+            self._send(status, {"error": {"message": message}}, headers)
+
+    def _is_authorized(self) -> bool:
+        return self.headers.get("Authorization") == f"Bearer {self.jev.api_key}"
+
+    def _get(self, raw: bytes) -> None:
+        if self.path.split("?")[0] != "/v1/models":
+            self._error(404, "not found")
+        elif not self._is_authorized():
+            self._error(401, "invalid api key")
+        else:
+            self._send(200, {"models": self.jev.list_models()})
+
+    def _post(self, raw: bytes) -> None:
+        if self.path.split("?")[0] != "/v1/systemone":
+            self._error(404, "not found")
+            return
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = None
+        fault = self.jev._record(body, {k.lower(): v for k, v in self.headers.items()})
+        if fault is not None and fault.kind in ("latency", "hang"):
+            default = 30.0 if fault.kind == "hang" else 0.0
+            self.jev._pause(default if fault.delay_s is None else fault.delay_s)
+        elif fault is not None and fault.kind in ("status", "drop", "non_json"):
+            self._fault_reply(fault)
+            return
+        if not self._is_authorized():
+            self._error(401, "invalid api key")
+        elif errors := _validation_errors(body) if body is not None else [_JSON_INVALID]:
+            self._send(422, {"detail": errors})
+        elif body["model"] not in _ALIASES and not _PINNED.fullmatch(body["model"]):
+            self._error(404, f"model {body['model']!r} not found")
+        else:
+            self._answer(body, fault)
+
+    def _answer(self, body: dict[str, Any], fault: Fault | None) -> None:
+        jev, state, questions = self.jev, body["state"], body["questions"]
+        input_tokens = count_input_tokens(state, questions)
+        if jev._bucket is not None:
+            if input_tokens > jev._bucket.capacity:
+                self._error(400, "request exceeds the token bucket capacity")
+                return
+            if (wait_ms := jev._bucket.take(input_tokens)) is not None:
+                self._error(429, "rate limited", {"retry-after-ms": str(wait_ms)})
+                return
+        jev._pause(jev._next_latency())
+        answer_fn = jev.answer_fn
+        answers = {
+            qid: answer_fn(state, qid, q) if answer_fn else default_answer(state, q)
+            for qid, q in questions.items()
+        }
+        usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": 2 * len(answers)}
+        if fault is not None and fault.kind == "bad_usage":
+            usage["input_tokens"] = fault.usage_value
+        elif fault is not None and fault.kind not in ("latency", "hang"):
+            _corrupt(answers, fault.kind)
+        model = jev.release if body["model"] in _ALIASES else body["model"]
+        ok = fault is None or fault.kind in ("latency", "hang")
+        self._send(200, {"model": model, "answers": answers, "usage": usage}, ok=ok)
+
+    def _fault_reply(self, fault: Fault) -> None:
+        if fault.kind == "drop":
+            self.jev._count(0)
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+        elif fault.kind == "non_json":
+            self._send(200, b"<html>oops</html>")
+        else:
+            headers = {"Retry-After": fault.retry_after, "retry-after-ms": fault.retry_after_ms}
+            message = fault.message or _phrase(fault.status)
+            self._error(
+                fault.status, message, {k: str(v) for k, v in headers.items() if v is not None}
+            )
+
+
+def _phrase(status: int) -> str:
+    if status == 529:
+        return "overloaded"
+    try:
+        return HTTPStatus(status).phrase.lower()
+    except ValueError:
+        return "error"
+
+
+class JevServer:
+    """A threaded Jev server on ``127.0.0.1:<port>`` (0 = random); ``with`` or start()/stop().
+
+    Counters, written under a lock, read as attributes: ``requests_total`` (every HTTP
+    request), ``responses_by_status`` (0 = dropped), ``successful`` (200 with valid answers),
+    ``max_in_flight``, and per ``POST /v1/systemone`` one entry in ``bodies`` (parsed JSON,
+    ``None`` if not JSON) and ``headers_seen`` (lower-cased header names).
+    """
+
+    requests_total: int
+    responses_by_status: dict[int, int]
+    successful: int
+    max_in_flight: int
+    bodies: list[Any]
+    headers_seen: list[dict[str, str]]
+
+    def __init__(
+        self,
+        api_key: str = "test-key",
+        release: str = "jev-1.13.0",
+        latency_s: float = 0.0,
+        *,
+        latency_jitter_s: float = 0.0,
+        seed: int = 0,
+        answer_fn: AnswerFn | None = None,
+        fault_fn: FaultFn | None = None,
+        token_bucket: tuple[float, float] | None = None,
+        port: int = 0,
+    ) -> None:
+        self.api_key, self.release, self._port = api_key, release, port
+        self.latency_s, self.latency_jitter_s = latency_s, latency_jitter_s
+        self.answer_fn, self.fault_fn = answer_fn, fault_fn
+        self._bucket = _TokenBucket(*token_bucket) if token_bucket else None
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._faults: deque[Fault] = deque()
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._request_counter = self._post_index = self._in_flight = 0
+        self.reset_counters()
+
+    def start(self) -> JevServer:
+        """Bind the loopback port and serve on a daemon thread."""
+        if self._httpd is not None:
+            raise RuntimeError("JevServer already started")
+        self._stopping.clear()
+        self._httpd = _HTTPServer(self, self._port)
+        threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, wake pending sleeps (hangs), close the listening socket."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            self._stopping.set()
+            httpd.shutdown()
+            httpd.server_close()
+
+    def __enter__(self) -> JevServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT`` (raises if not started)."""
+        if self._httpd is None:
+            raise RuntimeError("JevServer not started")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def push(self, *faults: Fault) -> None:
+        """Queue faults, consumed one per ``POST /v1/systemone`` in FIFO order."""
+        with self._lock:
+            self._faults.extend(faults)
+
+    def clear_faults(self) -> None:
+        """Drop every queued fault."""
+        with self._lock:
+            self._faults.clear()
+
+    def reset_counters(self) -> None:
+        """Zero every counter and forget recorded bodies and headers."""
+        with self._lock:
+            self.requests_total = self.successful = 0
+            self.responses_by_status = {}
+            self.bodies, self.headers_seen = [], []
+            self.max_in_flight = self._in_flight
+
+    def list_models(self) -> list[dict[str, str]]:
+        """The ``GET /v1/models`` catalogue (the configured release is always listed)."""
+        models = [{"name": n, "description": d, "release_date": r} for n, d, r in _MODELS]
+        if self.release not in {m["name"] for m in models}:
+            models.append({"name": self.release, "description": "Configured.", "release_date": ""})
+        return models
+
+    # The handler's side: every shared mutation goes through the lock.
+    def _begin(self) -> str:
+        with self._lock:
+            self._request_counter += 1
+            self.requests_total += 1
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            return f"req-{self._request_counter}"
+
+    def _end(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _record(self, body: Any, headers: dict[str, str]) -> Fault | None:
+        with self._lock:
+            self.bodies.append(body)
+            self.headers_seen.append(headers)
+            index, self._post_index = self._post_index, self._post_index + 1
+            if self._faults:
+                return self._faults.popleft()
+        fault_fn = self.fault_fn
+        return fault_fn(index, body if isinstance(body, dict) else {}) if fault_fn else None
+
+    def _count(self, status: int, *, success: bool = False) -> None:
+        with self._lock:
+            self.responses_by_status[status] = self.responses_by_status.get(status, 0) + 1
+            self.successful += success
+
+    def _next_latency(self) -> float:
+        if self.latency_jitter_s <= 0:
+            return self.latency_s
+        with self._lock:
+            return self.latency_s + self._rng.uniform(0.0, self.latency_jitter_s)
+
+    def _pause(self, seconds: float) -> None:
+        if seconds > 0:
+            self._stopping.wait(seconds)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: print the base URL on one stdout line, then serve until SIGTERM/SIGINT."""
+    parser = argparse.ArgumentParser(prog="python -m ragbatch.testing.jev_server")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a random free port")
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--latency-jitter-ms", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--api-key", default="test-key")
+    parser.add_argument("--release", default="jev-1.13.0")
+    parser.add_argument("--token-bucket", type=float, nargs=2, metavar=("CAPACITY", "PER_S"))
+    args = parser.parse_args(argv)
+    bucket = cast("tuple[float, float] | None", tuple(args.token_bucket or ()) or None)
+    server = JevServer(
+        args.api_key,
+        args.release,
+        args.latency_ms / 1000,
+        latency_jitter_s=args.latency_jitter_ms / 1000,
+        seed=args.seed,
+        token_bucket=bucket,
+        port=args.port,
+    )
+    stop = threading.Event()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    server.start()
+    print(server.base_url, flush=True)
+    while not stop.wait(0.5):
+        pass
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
