@@ -118,6 +118,9 @@ class CachedProvider:
         self.stats = CacheStats()
         self.warnings: list[str] = []
         self._in_flight: dict[str, anyio.Event] = {}
+        # Keys fetched afresh in this run: ``refresh`` trusts those, so a duplicate
+        # request (in flight at the same time or later) is not sent again.
+        self._refreshed: set[str] = set()
 
     def key_for(self, call: Call) -> str:
         return request_key(self.endpoint, call.request)
@@ -125,6 +128,8 @@ class CachedProvider:
     def _lookup(self, key: str, call: Call) -> Reply | None:
         if self.cache is None:
             return None
+        # A read is a fast indexed SQLite lookup: done inline (a thread hop per row would
+        # halve warm-replay throughput). Writes, which may wait on the WAL, go to a thread.
         data = self.cache.get(key)
         if data is None:
             return None
@@ -143,7 +148,8 @@ class CachedProvider:
         while (pending := self._in_flight.get(key)) is not None:
             self.stats.deduplicated += 1
             await pending.wait()
-        if self.mode != "refresh" and (hit := self._lookup(key, call)) is not None:
+        trusted = self.mode != "refresh" or key in self._refreshed
+        if trusted and (hit := self._lookup(key, call)) is not None:
             self.stats.hits += 1
             self.stats.saved_input_tokens += hit.usage.input_tokens
             models = self.stats.saved_models
@@ -158,8 +164,9 @@ class CachedProvider:
         done = self._in_flight[key] = anyio.Event()
         try:
             reply = await self.inner.fetch_answers(call)
-            self.cache.put(key, encode_entry(reply))
+            await anyio.to_thread.run_sync(self.cache.put, key, encode_entry(reply))
             self.stats.writes += 1
+            self._refreshed.add(key)
             return reply
         finally:
             del self._in_flight[key]

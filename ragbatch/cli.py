@@ -21,10 +21,12 @@ from ragbatch.job import (
     DEFAULT_PRICING,
     JobConfig,
     run_job,
+    write_bytes,
 )
 from ragbatch.policy import Thresholds
 from ragbatch.providers.jev import DEFAULT_BASE_URL
 from ragbatch.render import run_text, summary_text
+from ragbatch.report import report_schema
 
 app = typer.Typer(
     name="ragbatch",
@@ -193,6 +195,17 @@ def run(
             typer.echo(f"  run record: {run_record}")
     failed = result.report.modes.jev_only.failures.count
     raise typer.Exit(EXIT_ROW_FAILURES if failed else EXIT_OK)
+
+
+@app.command()
+def schema(
+    out: Annotated[Path, typer.Option(help="Where to write the JSON Schema.")] = Path(
+        "reports/report.schema.json"
+    ),
+) -> None:
+    """Write the JSON Schema of the report, generated from its models."""
+    write_bytes(out, report_schema())
+    typer.echo(f"wrote {out}")
 
 
 @app.callback()

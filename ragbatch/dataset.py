@@ -23,6 +23,19 @@ JSON_TYPES = {"list": "array", "str": "string", "int": "number", "float": "numbe
               "bool": "boolean", "NoneType": "null", "dict": "object"}  # fmt: skip
 
 
+PLAIN = {
+    "string_type": "expected a string",
+    "bool_type": "expected true or false",
+    "int_type": "expected an integer",
+    "float_type": "expected a number",
+    "finite_number": "expected a finite number, got NaN or infinity",
+    "list_type": "expected an array",
+    "dict_type": "expected an object",
+    "model_type": "expected an object",
+    "string_too_short": "must not be empty",
+}
+
+
 def field_path(loc: tuple[int | str, ...]) -> str:
     """('contexts', 1, 'id') -> 'contexts[1].id'."""
     out = ""
@@ -50,7 +63,11 @@ def describe(exc: ValidationError, ignore_hint: bool = True) -> str:
         return msg.removeprefix("Value error, ")
     if kind == "literal_error" and loc and loc[-1] == "diagnosis":
         return f"field '{where}': unknown diagnosis label {err['input']!r}"
-    return f"field '{where}': {msg}"
+    if kind == "less_than_equal":
+        return f"field '{where}': must be <= {err['ctx']['le']}, got {err['input']!r}"
+    if kind == "greater_than_equal":
+        return f"field '{where}': must be >= {err['ctx']['ge']}, got {err['input']!r}"
+    return f"field '{where}': {PLAIN.get(kind, msg)}"
 
 
 class DatasetReader:

@@ -72,13 +72,17 @@ class JobConfig:
     error_budget_rows: int = 20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class JobResult:
     report: Report
     report_bytes: bytes
     wall_s: float
     rows_per_s: float
     record: dict[str, Any]
+
+    def __repr__(self) -> str:
+        # Short on purpose: asyncio may repr the finished task's result, report included.
+        return f"JobResult(rows={self.report.dataset.rows}, wall_s={self.wall_s:.3f})"
 
 
 def load_pricing(path: Path) -> PricingSnapshot:

@@ -61,8 +61,10 @@ def classification(pairs: Sequence[tuple[str, str | None]]) -> Classification:
     labels: list[str] = []
     seen: set[str] = set()
     for actual, predicted in pairs:
+        if predicted is None:
+            continue  # failed rows carry no prediction and add no label
         for label in (actual, predicted):
-            if label is not None and label not in seen:
+            if label not in seen:
                 seen.add(label)
                 labels.append(label)
     index = {label: i for i, label in enumerate(labels)}
@@ -197,7 +199,7 @@ def selective(
                 accepted=len(accepted),
                 coverage=coverage,
                 risk=safe(wrong, len(accepted)),
-                review_rate=1.0 - coverage if n else 0.0,
+                review_rate=safe(n - len(accepted), n),
             )
         )
     return Selective(count=n, aurc=aurc, curve=curve, sweep=points)

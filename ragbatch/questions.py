@@ -10,6 +10,7 @@ request is safe and pays the state and the per-call overhead once instead of onc
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ CORRECTNESS_QUESTION = _noul(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def chunk_question(context_id: str) -> Question:
     """The relevance question about one retrieved passage, named by its id."""
     return _noul(
@@ -170,5 +172,5 @@ def estimate_input_tokens(request: JevRequest) -> int:
     The real tokenizer is not public; this estimate is used for budgets and previews only and
     is reconciled with the ``usage`` the service reports.
     """
-    questions = sum(_tokens(q.model_dump(mode="json")) for q in request.questions.values())
+    questions = sum(q.estimated_tokens for q in request.questions.values())
     return CALL_OVERHEAD_TOKENS + _tokens(request.state) + questions

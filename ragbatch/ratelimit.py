@@ -2,7 +2,8 @@
 
 * ``--concurrency`` is a ceiling. The current limit halves on every 429/529 and grows back by
   one after ``limit`` consecutive successes (additive increase, multiplicative decrease), so a
-  throttled run backs off at once and recovers slowly.
+  throttled run backs off at once and recovers slowly. When the 429 says how long to wait
+  (``Retry-After``), no call is sent before then: waiting calls do not rush a throttled service.
 * ``--max-rps`` and ``--max-tokens-per-s`` are token buckets. Input tokens are reserved from
   an estimate before sending and reconciled with the ``usage`` the reply reports; an
   underestimate leaves the bucket in debt, which later calls wait out.
@@ -83,8 +84,12 @@ class RateLimiter:
         self._slots = anyio.CapacityLimiter(concurrency)
         self._lock = anyio.Lock()
         self._sleep = sleep
+        self._clock = clock
         self._successes = 0
-        self.requests = Bucket(max_rps, max(1.0, max_rps), clock) if max_rps else None
+        self._resume_at = -math.inf  # no call is sent before this clock time (Retry-After)
+        # A burst of one request: with a burst of ``max_rps`` the first second could carry
+        # twice the ceiling (a full bucket plus its refill).
+        self.requests = Bucket(max_rps, 1.0, clock) if max_rps else None
         self.tokens = (
             Bucket(max_tokens_per_s, max_tokens_per_s, clock) if max_tokens_per_s else None
         )
@@ -98,7 +103,7 @@ class RateLimiter:
         # One caller at a time takes from the buckets, so waiting callers are served in order.
         async with self._lock:
             while True:
-                wait = 0.0
+                wait = self._resume_at - self._clock()
                 if self.requests is not None:
                     wait = max(wait, self.requests.wait_time(1))
                 if self.tokens is not None:
@@ -128,10 +133,13 @@ class RateLimiter:
         if self.tokens is not None:
             self.tokens.give_back(estimated_tokens - actual_tokens)
 
-    def on_throttled(self) -> None:
-        """A 429/529: halve the concurrency limit (never below 1)."""
+    def on_throttled(self, retry_after: float | None = None) -> None:
+        """A 429/529: halve the concurrency limit (never below 1); hold every call for
+        ``retry_after`` seconds when the service said how long to wait."""
         self.stats.throttled += 1
         self._successes = 0
+        if retry_after is not None and retry_after > 0:
+            self._resume_at = max(self._resume_at, self._clock() + retry_after)
         if not self.adaptive:
             return
         new = max(1, math.ceil(self.limit / 2))

@@ -8,7 +8,9 @@ raises :class:`~ragbatch.errors.ProviderError` of kind ``malformed-response``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import math
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -28,6 +30,11 @@ class Question(BaseModel):
     type: Literal["noul", "choice", "score"]
     instructions: str
     criteria: Criteria = None
+
+    @functools.cached_property
+    def estimated_tokens(self) -> int:
+        """~4 bytes a token of the question's canonical JSON (computed once per instance)."""
+        return math.ceil(len(canonical_json(self.model_dump(mode="json"))) / 4)
 
 
 class JevRequest(BaseModel):
@@ -126,6 +133,7 @@ def parse_reply(request: JevRequest, body: bytes, request_id: str | None = None)
                 raise _malformed(f"answer {qid!r} options differ from the asked ones", request_id)
         if isinstance(answer, ScoreAnswer) and isinstance(question.criteria, list):
             levels = {str(i) for i in range(len(question.criteria))}
-            if set(answer.probabilities) != levels:
+            legend_ok = not answer.legend or set(answer.legend) == levels
+            if set(answer.probabilities) != levels or not legend_ok:
                 raise _malformed(f"answer {qid!r} levels differ from the asked ones", request_id)
     return reply

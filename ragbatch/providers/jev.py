@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import email.utils
 import math
+import random
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -24,11 +25,11 @@ from tenacity import (
     RetryCallState,
     retry_if_exception,
     stop_after_attempt,
-    wait_exponential_jitter,
 )
 
 from ragbatch.errors import ProviderError, RateLimited, RunAborted
 from ragbatch.providers.base import Call, Reply
+from ragbatch.providers.transport import FanOutTransport
 from ragbatch.questions import estimate_input_tokens
 from ragbatch.ratelimit import RateLimiter
 from ragbatch.schema import TokenUsage
@@ -92,6 +93,8 @@ def error_message(response: httpx.Response) -> str:
     except orjson.JSONDecodeError:
         return response.text[:200].strip() or response.reason_phrase
     detail = body.get("error") or body.get("detail") if isinstance(body, dict) else body
+    if detail is None:  # JSON without a known message field: show the body, not "None"
+        return response.text[:200].strip() or response.reason_phrase
     if isinstance(detail, dict):
         detail = detail.get("message", detail)
     if isinstance(detail, list) and detail and isinstance(detail[0], dict):
@@ -116,10 +119,11 @@ class JevProvider:
         self.settings = settings
         self.model = settings.model
         self.limiter = limiter
-        connections = max(limiter.ceiling, 1)
+        # One client for the run; its transport keeps one keep-alive connection per call in
+        # flight (at most --concurrency, since the limiter bounds the calls in flight).
         self.client = client or httpx.AsyncClient(
             base_url=settings.base_url,
-            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            transport=FanOutTransport(),
             timeout=httpx.Timeout(settings.attempt_timeout_s),
         )
         self._auth = {"Authorization": f"Bearer {settings.api_key}"}
@@ -130,11 +134,12 @@ class JevProvider:
         return text.replace(key, "***") if key else text
 
     def _wait(self, state: RetryCallState) -> float:
-        backoff = wait_exponential_jitter(
-            initial=self.settings.backoff_initial_s,
-            max=self.settings.backoff_max_s,
-            jitter=self.settings.backoff_initial_s / 4,
-        )(state)
+        # Exponential backoff with jitter, computed here: tenacity's wait_exponential_jitter
+        # renamed its ``initial`` argument (deprecated in 9.x), and both spellings are needed
+        # across the supported tenacity range.
+        initial, cap = self.settings.backoff_initial_s, self.settings.backoff_max_s
+        exponent = min(state.attempt_number - 1, 64)
+        backoff = min(initial * 2.0**exponent + random.uniform(0, initial / 4), cap)
         outcome = state.outcome
         exc = outcome.exception() if outcome is not None else None
         if isinstance(exc, RateLimited) and exc.retry_after is not None:
@@ -179,12 +184,11 @@ class JevProvider:
                     + (f" (request id {request_id})" if request_id else "")
                 )
             if status in THROTTLE_STATUSES:
-                self.limiter.on_throttled()
+                retry_after = parse_retry_after(response.headers)
+                cap = self.settings.retry_after_cap_s
+                self.limiter.on_throttled(None if retry_after is None else min(retry_after, cap))
                 raise RateLimited(
-                    message,
-                    status=status,
-                    retry_after=parse_retry_after(response.headers),
-                    request_id=request_id,
+                    message, status=status, retry_after=retry_after, request_id=request_id
                 )
             retryable = status in RETRY_STATUSES
             kind = "server-error" if status >= 500 else f"http-{status}"
