@@ -148,6 +148,26 @@ def run(
             "--ignore-unknown-fields", help="Skip unknown top-level fields instead of failing."
         ),
     ] = False,
+    groundedness: Annotated[
+        str,
+        typer.Option(
+            help="'basic' judges the answer as a whole; 'claims' judges each claim against "
+            "its evidence and fails the answer on one bad material claim."
+        ),
+    ] = "basic",
+    claim_evidence: Annotated[
+        str,
+        typer.Option(
+            help="Claim mode evidence: 'cited' (only the passages a claim cites) or 'context' "
+            "(every retrieved passage)."
+        ),
+    ] = "cited",
+    claim_extractor: Annotated[
+        str,
+        typer.Option(
+            help="Claim mode: 'provided' (the rows' claims) or 'sentences' (one per sentence)."
+        ),
+    ] = "provided",
     run_record: Annotated[
         Path | None,
         typer.Option(help="Also write run timings (not part of the deterministic report)."),
@@ -173,6 +193,9 @@ def run(
             adaptive=adaptive,
             max_error_rate=max_error_rate,
             error_budget_rows=error_budget_rows,
+            groundedness=groundedness,
+            claim_evidence=claim_evidence,
+            claim_extractor=claim_extractor,
             dataset=dataset,
             out=out,
             provider=provider,

@@ -18,6 +18,7 @@ import anyio
 import orjson
 
 from ragbatch.cache import CachedProvider, CacheMode, ReplyCache
+from ragbatch.claims import EXTRACTORS, Scope
 from ragbatch.dataset import DatasetReader
 from ragbatch.errors import ConfigError, PricingError, RagbatchError
 from ragbatch.outcome import RowOutcome
@@ -36,7 +37,7 @@ from ragbatch.providers.jev import (
 from ragbatch.providers.mock import MockProvider
 from ragbatch.ratelimit import RateLimiter
 from ragbatch.report import Report, report_bytes
-from ragbatch.runner import RunConfig, run_batch
+from ragbatch.runner import ClaimConfig, RunConfig, run_batch
 from ragbatch.summarize import RunInfo, summarize
 
 DEFAULT_DATASET = Path("datasets/rag-fixture.jsonl")
@@ -70,6 +71,10 @@ class JobConfig:
     adaptive: bool = True
     max_error_rate: float | None = None
     error_budget_rows: int = 20
+    # claim mode
+    groundedness: str = "basic"
+    claim_evidence: str = "cited"
+    claim_extractor: str = "provided"
 
 
 @dataclass(frozen=True, repr=False)
@@ -132,6 +137,28 @@ def make_provider(config: JobConfig) -> tuple[Provider, CachedProvider | None, l
     return cached, cached, warnings
 
 
+def make_claims(config: JobConfig) -> ClaimConfig | None:
+    """Claim mode settings, or None for basic (whole-answer) groundedness."""
+    if config.groundedness == "basic":
+        return None
+    if config.groundedness != "claims":
+        raise ConfigError(
+            f"unknown groundedness mode {config.groundedness!r}; choose basic or claims"
+        )
+    extractor = EXTRACTORS.get(config.claim_extractor)
+    if extractor is None:
+        raise ConfigError(
+            f"unknown claim extractor {config.claim_extractor!r}; choose "
+            + " or ".join(sorted(EXTRACTORS))
+        )
+    if config.claim_evidence not in ("cited", "context"):
+        raise ConfigError(
+            f"unknown claim evidence scope {config.claim_evidence!r}; choose cited or context"
+        )
+    scope: Scope = "cited" if config.claim_evidence == "cited" else "context"
+    return ClaimConfig(extractor, scope)
+
+
 def make_baseline(config: JobConfig) -> BaselineJudge:
     if config.baseline == "recorded":
         return RecordedBaseline()
@@ -155,6 +182,7 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
     if config.concurrency < 1:
         raise ConfigError(f"--concurrency must be at least 1, got {config.concurrency}")
     pricing = load_pricing(config.pricing)
+    claims = make_claims(config)
     provider, cached, warnings = make_provider(config)
     for warning in warnings:
         warn(warning)
@@ -167,6 +195,7 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
             config.thresholds,
             max_error_rate=config.max_error_rate,
             error_budget_rows=config.error_budget_rows,
+            claims=claims,
         )
         outcomes = await run_batch(reader, provider, baseline, run_config)
     except BaseExceptionGroup as group:
@@ -185,6 +214,7 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         baseline=baseline.name,
         thresholds=config.thresholds,
         pricing=pricing,
+        claims=(claims.extractor.name, claims.scope) if claims else None,
     )
     report = summarize(outcomes, info)
     data = report_bytes(report)

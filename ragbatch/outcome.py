@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ragbatch.claims import ClaimResult, ClaimSummary
 from ragbatch.errors import RowFailure
 from ragbatch.policy import Verdict
 from ragbatch.providers.base import Reply
 from ragbatch.providers.baseline import BaselineReply
 from ragbatch.questions import Decision
-from ragbatch.schema import Judgments, Row
+from ragbatch.schema import Diagnosis, Judgments, Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,10 +22,19 @@ class JevOutcome:
     verdict: Verdict | None
     failure: RowFailure | None
     latency_ms: float
+    # Claim mode: one result per claim (answer order), their summary, the extra replies.
+    claims: tuple[ClaimResult, ...] | None = None
+    claim_summary: ClaimSummary | None = None
+    claim_replies: tuple[Reply, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.verdict is not None
+
+    @property
+    def replies(self) -> tuple[Reply, ...]:
+        """Every reply paid for on this row: the row request, then claim groups."""
+        return ((self.reply,) if self.reply else ()) + self.claim_replies
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,3 +50,25 @@ class RowOutcome:
     decision: Decision
     jev: JevOutcome
     baseline: BaselineOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class PricedCall:
+    """One priced call of one leg."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    estimated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """One row as one mode sees it: a verdict, or a failure; its latency and its calls."""
+
+    expected: Diagnosis | None
+    diagnosis: Diagnosis | None
+    confidence: float | None
+    latency_ms: float
+    calls: tuple[PricedCall, ...]
+    failure: RowFailure | None

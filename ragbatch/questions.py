@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ragbatch.schema import GenerationJudgments, Judgments, RetrievalJudgments, Row
+from ragbatch.schema import (
+    CLAIM_OPTIONS,
+    GenerationJudgments,
+    Judgments,
+    RetrievalJudgments,
+    Row,
+)
 from ragbatch.wire import JevRequest, Question, canonical_json
 
 DECISION_VERSION = "1.0.0"
@@ -28,6 +34,7 @@ Variant = Literal["with-reference", "without-reference"]
 
 CALL_OVERHEAD_TOKENS = 260
 CHUNK_PREFIX = "chunkRelevance:"
+CLAIM_PREFIX = "claim:"
 
 
 def _noul(instructions: str, yes: str, no: str) -> Question:
@@ -64,6 +71,11 @@ ROW_QUESTIONS: dict[str, Question] = {
         "Nothing in the answer is contradicted by the contexts",
     ),
 }
+ABSTENTION_QUESTION = _noul(
+    "Does the answer decline to answer the question?",
+    "The answer refuses, says it cannot answer, or says the information is not available",
+    "The answer attempts to answer the question",
+)
 CORRECTNESS_QUESTION = _noul(
     "Is the answer consistent with the reference answer?",
     "The answer agrees with the reference answer on everything that matters",
@@ -122,6 +134,8 @@ def build_request(row: Row, model: str) -> JevRequest:
     questions.update(ROW_QUESTIONS)
     if row.has_reference:
         questions["correctness"] = CORRECTNESS_QUESTION
+    if row.golden is not None and row.golden.expected_abstention is not None:
+        questions["abstention"] = ABSTENTION_QUESTION
     return JevRequest(model=model, state=build_state(row), questions=questions)
 
 
@@ -139,15 +153,34 @@ def read_judgments(row: Row, answers: Mapping[str, float]) -> Judgments:
             groundedness=answers["groundedness"],
             contradiction=answers["contradiction"],
             correctness=answers.get("correctness"),
+            abstention=answers.get("abstention"),
         ),
     )
 
 
-def mock_answer(row: Row, question_id: str) -> float | None:
-    """The row's ``mock`` block answer for one question id, or None when it has none."""
+def mock_answer(row: Row, question_id: str) -> dict[str, object] | None:
+    """The row's ``mock`` block answer to one question, in wire form; None when it has none."""
     mock = row.mock
     if mock is None:
         return None
+    if question_id.startswith(CLAIM_PREFIX):
+        table = (mock.claims or {}).get(question_id.removeprefix(CLAIM_PREFIX))
+        if table is None:
+            return None
+        probabilities = {o: table.get(o, 0.0) for o in CLAIM_OPTIONS}  # type: ignore[call-overload]
+        top = max(CLAIM_OPTIONS, key=lambda o: (probabilities[o], -CLAIM_OPTIONS.index(o)))
+        return {
+            "type": "choice",
+            "choice": top,
+            "confidence": probabilities[top],
+            "probabilities": probabilities,
+        }
+    p = mock_probability(mock, row, question_id)
+    return None if p is None else {"type": "noul", "noul": p}
+
+
+def mock_probability(mock: Judgments, row: Row, question_id: str) -> float | None:
+    """The mock block's P(true) for one noul question id."""
     if question_id.startswith(CHUNK_PREFIX):
         context = row.contexts[int(question_id[len(CHUNK_PREFIX) :])]
         return mock.retrieval.chunk_relevance.get(context.id)
@@ -158,6 +191,7 @@ def mock_answer(row: Row, question_id: str) -> float | None:
         "groundedness": mock.generation.groundedness,
         "contradiction": mock.generation.contradiction,
         "correctness": mock.generation.correctness,
+        "abstention": mock.generation.abstention,
     }
     return table[question_id]
 

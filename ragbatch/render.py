@@ -52,6 +52,15 @@ def summary_text(report: Report) -> str:
         f"resolved by Jev {_pct(cascade.primary_resolved_rate)}, "
         f"Jev failures {_pct(cascade.primary_failure_rate)}",
     ]
+    claims = modes.jev_only.claims
+    if claims is not None:
+        lines.append(
+            f"  claims ({claims.scope} evidence): {claims.total_claims} claims, per-claim accuracy "
+            f"{_pct(claims.classification.accuracy)} vs citation check "
+            f"{_pct(claims.citation_check.classification.accuracy)}, answer-level accuracy "
+            f"{_pct(claims.answer_level_accuracy)}, {claims.missing_citations} missing citations, "
+            f"no-fit {_pct(claims.no_fit_rate)}, {claims.rows_failed_by_veto} answers vetoed"
+        )
     return "\n".join(lines)
 
 

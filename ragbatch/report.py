@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import orjson
 
+from ragbatch.claim_metrics import ClaimMetrics
 from ragbatch.metrics import Calibration, Classification, Component, Latency, Out, Selective
 from ragbatch.pricing import Cost
 from ragbatch.schema import Diagnosis, GenerationJudgments, RetrievalJudgments, Route
@@ -103,6 +104,7 @@ class Components(Out):
 class JevOnlyMode(Mode):
     routes: dict[str, int]
     components: Components
+    claims: ClaimMetrics | None = None
 
 
 class Leg(Out):
@@ -149,6 +151,34 @@ class RowVerdict(Out):
     error: RowError | None = None
 
 
+class ClaimOut(Out):
+    id: str
+    start: int
+    end: int
+    citations: list[str]
+    impact: str
+    evidence: list[str]
+    verdict: str
+    probabilities: dict[str, float] | None = None
+    confidence: float
+    uncertain: bool
+    veto: bool
+    expected: str | None = None
+
+
+class ClaimSummaryOut(Out):
+    claims: int
+    factual_claims: int
+    supported: int
+    coverage: float
+    answer_fails: bool
+    vetoed_by: list[str]
+    uncertain: list[str]
+    supported_only_by_low_authority: bool
+    # Secondary, labelled: a mean can hide one severe claim; the veto above decides.
+    mean_support_probability: float | None = None
+
+
 class RowResult(Out):
     id: str
     decision_id: str
@@ -167,6 +197,9 @@ class RowResult(Out):
     expected: Diagnosis | None = None
     baseline: RowVerdict
     cascade: RowVerdict
+    claims: list[ClaimOut] | None = None
+    claim_summary: ClaimSummaryOut | None = None
+    trace_id: str | None = None
     metadata: dict[str, Any] | None = None
 
 

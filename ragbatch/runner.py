@@ -9,19 +9,30 @@ calls finish in. A call that fails is recorded as a failed row and the run goes 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from ragbatch.claims import (
+    ClaimExtractor,
+    ClaimResult,
+    Scope,
+    claim_groups,
+    claim_result,
+    evidence_of,
+    summarize_claims,
+)
 from ragbatch.errors import ProviderError, RowFailure, RunAborted
 from ragbatch.outcome import BaselineOutcome, JevOutcome, RowOutcome
 from ragbatch.policy import Thresholds, diagnose
-from ragbatch.providers.base import Call, Provider
+from ragbatch.providers.base import Call, Provider, Reply
 from ragbatch.providers.baseline import BaselineJudge
-from ragbatch.questions import build_request, decision_for, read_judgments
+from ragbatch.questions import CLAIM_PREFIX, build_request, decision_for, read_judgments
 from ragbatch.schema import Row
+from ragbatch.wire import ChoiceAnswer
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +42,7 @@ class RunConfig:
     # Stop the run when more than this share of rows failed (after ``error_budget_rows``).
     max_error_rate: float | None = None
     error_budget_rows: int = 20
+    claims: ClaimConfig | None = None
 
 
 class ErrorBudget:
@@ -57,18 +69,71 @@ class ErrorBudget:
             )
 
 
-async def judge_row(row: Row, provider: Provider, thresholds: Thresholds) -> JevOutcome:
-    """One Jev call for the row, then the policy; a ProviderError becomes a failed row."""
+@dataclass(frozen=True, slots=True)
+class ClaimConfig:
+    """Claim mode: who supplies claims and which evidence each claim is judged against."""
+
+    extractor: ClaimExtractor
+    scope: Scope = "cited"
+
+
+async def judge_claims(
+    row: Row, provider: Provider, config: ClaimConfig, thresholds: Thresholds
+) -> tuple[list[ClaimResult], list[Reply]]:
+    """One request per distinct evidence set; claims are then read back in answer order."""
+    claims = config.extractor.extract(row)
+    answers: dict[str, dict[str, float]] = {}
+    replies = []
+    for group in claim_groups(row, claims, config.scope, provider.model):
+        reply = await provider.fetch_answers(Call(request=group.request, row=row))
+        replies.append(reply)
+        for qid, answer in reply.answers.items():
+            if isinstance(answer, ChoiceAnswer):
+                answers[qid.removeprefix(CLAIM_PREFIX)] = answer.probabilities
+    results = [
+        claim_result(
+            claim,
+            evidence_of(claim, row, config.scope),
+            answers.get(claim.id),
+            thresholds.pass_,
+        )
+        for claim in claims
+    ]
+    return results, replies
+
+
+async def judge_row(
+    row: Row, provider: Provider, thresholds: Thresholds, claims: ClaimConfig | None = None
+) -> JevOutcome:
+    """The row's Jev call(s), then the policy; a ProviderError becomes a failed row.
+
+    Calls of one row run one after another, so its latency is their sum.
+    """
     request = build_request(row, provider.model)
+    spent = 0.0
     try:
         reply = await provider.fetch_answers(Call(request=request, row=row))
+        spent = reply.latency_ms
+        results, claim_replies = (
+            await judge_claims(row, provider, claims, thresholds) if claims else ([], [])
+        )
     except ProviderError as exc:
         failure = RowFailure(kind=exc.kind, message=str(exc))
-        wall = exc.wall_ms
-        return JevOutcome(None, None, None, failure, wall)
+        return JevOutcome(None, None, None, failure, spent + exc.wall_ms)
     judgments = read_judgments(row, reply.probabilities())
-    verdict = diagnose(judgments, thresholds)
-    return JevOutcome(reply, judgments, verdict, None, reply.latency_ms)
+    summary = summarize_claims(results) if claims else None
+    verdict = diagnose(judgments, thresholds, summary)
+    latency = math.fsum([reply.latency_ms, *(r.latency_ms for r in claim_replies)])
+    return JevOutcome(
+        reply,
+        judgments,
+        verdict,
+        None,
+        latency,
+        claims=tuple(results) if claims else None,
+        claim_summary=summary,
+        claim_replies=tuple(claim_replies),
+    )
 
 
 async def baseline_row(row: Row, judge: BaselineJudge) -> BaselineOutcome:
@@ -94,7 +159,7 @@ async def run_batch(
     async def worker(receive: MemoryObjectReceiveStream[tuple[int, Row]]) -> None:
         async with receive:
             async for index, row in receive:
-                jev = await judge_row(row, provider, config.thresholds)
+                jev = await judge_row(row, provider, config.thresholds, config.claims)
                 budget.record(jev)
                 base = await baseline_row(row, baseline)
                 outcome = RowOutcome(index, row, decision_for(row), jev, base)

@@ -54,6 +54,42 @@ class Context(Frozen):
 
     id: NonEmptyStr
     text: str
+    source: NonEmptyStr | None = None  # document id, e.g. "contractor-policy.pdf#page=12"
+    # Authority of the source (e.g. "official", "secondary", "user-generated", or a number).
+    # Reported beside support, never fed into the support judgment.
+    authority: str | float | None = None
+
+
+CLAIM_OPTIONS: tuple[str, ...] = ("supported", "contradicted", "insufficient", "not_applicable")
+ClaimLabel = Literal["supported", "contradicted", "insufficient", "not_applicable"]
+Impact = Literal["high", "normal", "low"]
+Category = Literal["happy", "edge", "unanswerable"]
+
+
+class Claim(Frozen):
+    """One atomic claim of the answer; ``start``/``end`` are character offsets into it."""
+
+    id: NonEmptyStr
+    text: Annotated[str, StringConstraints(min_length=1)]
+    start: Annotated[int, Field(ge=0)] | None = None
+    end: Annotated[int, Field(ge=0)] | None = None
+    citations: list[NonEmptyStr] = Field(default_factory=list)
+    impact: Impact = "normal"
+    metadata: dict[str, Any] | None = None
+
+
+class Golden(Frozen):
+    """Golden-set labels of a row (judge-independent checks); never sent to the judge."""
+
+    expected_documents: list[NonEmptyStr] = Field(default_factory=list)
+    relevance: dict[str, Annotated[int, Field(ge=0, le=3)]] = Field(default_factory=dict)
+    expected_sections: list[str] = Field(default_factory=list)
+    expected_answer_contains: list[str] = Field(default_factory=list)
+    must_not_contain: list[str] = Field(default_factory=list)
+    expected_abstention: bool | None = None
+    category: Category | None = None
+    expected_classification: str | None = None
+    counterfactual_of: str | None = None
 
 
 class RetrievalLabels(Frozen):
@@ -75,6 +111,7 @@ class Expected(Frozen):
     diagnosis: Diagnosis | None = None
     retrieval: RetrievalLabels | None = None
     generation: GenerationLabels | None = None
+    claims: dict[str, ClaimLabel] | None = None
 
 
 class RetrievalJudgments(Frozen):
@@ -88,6 +125,7 @@ class GenerationJudgments(Frozen):
     groundedness: Probability | None = None
     contradiction: Probability | None = None
     correctness: Probability | None = None
+    abstention: Probability | None = None
 
 
 class Judgments(Frozen):
@@ -99,6 +137,8 @@ class Judgments(Frozen):
 
     retrieval: RetrievalJudgments = Field(default_factory=RetrievalJudgments)
     generation: GenerationJudgments = Field(default_factory=GenerationJudgments)
+    # Mock only: per claim id, the probability of each support option.
+    claims: dict[str, dict[ClaimLabel, Probability]] | None = None
 
 
 class TokenUsage(Frozen):
@@ -128,6 +168,9 @@ class Row(Frozen):
     mock: Judgments | None = None
     baseline: BaselineVerdict | None = None
     metadata: dict[str, Any] | None = None
+    claims: list[Claim] | None = None
+    golden: Golden | None = None
+    trace_id: NonEmptyStr | None = None
 
     @model_validator(mode="after")
     def _check_ids(self) -> Row:
@@ -140,6 +183,10 @@ class Row(Frozen):
             _check_keys(self.expected.retrieval.chunk_relevance, seen, "expected")
         if self.mock:
             _check_keys(self.mock.retrieval.chunk_relevance, seen, "mock")
+        if self.claims:
+            resolved = _resolve_claims(self.claims, self.answer, seen)
+            if resolved != self.claims:
+                object.__setattr__(self, "claims", resolved)  # offsets filled in once, here
         if self.reference_answer is None:
             labels = self.expected.generation if self.expected else None
             if labels is not None and labels.correctness is not None:
@@ -159,3 +206,37 @@ def _check_keys(mapping: dict[str, Any], known: set[str], block: str) -> None:
             raise ValueError(
                 f"{block}.retrieval.chunkRelevance: {key!r} is not a context id of this row"
             )
+
+
+def _resolve_claims(claims: list[Claim], answer: str, contexts: set[str]) -> list[Claim]:
+    """Check claim ids, citations and offsets; find missing offsets in the answer."""
+    ids: set[str] = set()
+    out: list[Claim] = []
+    for i, claim in enumerate(claims):
+        where = f"claims[{i}]"
+        if claim.id in ids:
+            raise ValueError(f"{where}.id: duplicate claim id {claim.id!r}")
+        ids.add(claim.id)
+        for cited in claim.citations:
+            if cited not in contexts:
+                raise ValueError(f"{where}.citations: {cited!r} is not a context id of this row")
+        start, end = claim.start, claim.end
+        if start is None and end is None:
+            start = answer.find(claim.text)
+            if start < 0:
+                raise ValueError(
+                    f"{where}.text: not found in the answer and no start/end offsets given"
+                )
+            claim = claim.model_copy(update={"start": start, "end": start + len(claim.text)})
+        elif start is None or end is None:
+            raise ValueError(f"{where}: give both start and end, or neither")
+        elif not (start < end <= len(answer)):
+            raise ValueError(
+                f"{where}: offsets {start}..{end} outside the answer ({len(answer)} chars)"
+            )
+        elif answer[start:end] != claim.text:
+            raise ValueError(
+                f"{where}: answer[{start}:{end}] is {answer[start:end]!r}, not the claim text"
+            )
+        out.append(claim)
+    return out

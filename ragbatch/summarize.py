@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from ragbatch import metrics as m
-from ragbatch.errors import RowFailure
-from ragbatch.outcome import RowOutcome
+from ragbatch.claim_metrics import ClaimRowInput, claim_metrics
+from ragbatch.outcome import Decided, PricedCall, RowOutcome
 from ragbatch.policy import Thresholds
 from ragbatch.pricing import PricingSnapshot, total_cost
 from ragbatch.questions import DECISION_IDS, DECISION_VERSION, report_variant
@@ -36,13 +35,10 @@ from ragbatch.report import (
     ProviderInfo,
     Report,
     RetrievalComponents,
-    RowError,
-    RowResult,
-    RowVerdict,
     Usage,
     UsageTotals,
 )
-from ragbatch.schema import Diagnosis
+from ragbatch.row_results import row_result
 
 PRECEDENCE = [
     "CONFLICTING_EVIDENCE",
@@ -56,29 +52,7 @@ PRECEDENCE = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One priced call of one leg."""
-
-    model: str
-    input_tokens: int
-    output_tokens: int
-    estimated: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Decided:
-    """One row as one mode sees it: a verdict, or a failure; its latency and its calls."""
-
-    expected: Diagnosis | None
-    diagnosis: Diagnosis | None
-    confidence: float | None
-    latency_ms: float
-    calls: tuple[Call, ...]
-    failure: RowFailure | None
-
-
-def usage_of(calls: Iterable[Call]) -> Usage:
+def usage_of(calls: Iterable[PricedCall]) -> Usage:
     per_model: dict[str, list[int]] = {}
     estimated = 0
     for call in calls:
@@ -100,7 +74,7 @@ def usage_of(calls: Iterable[Call]) -> Usage:
     )
 
 
-def leg(calls: Sequence[Call], pricing: PricingSnapshot) -> Leg:
+def leg(calls: Sequence[PricedCall], pricing: PricingSnapshot) -> Leg:
     usage = usage_of(calls)
     cost = total_cost(pricing, ((c.model, c.input_tokens, c.output_tokens) for c in calls))
     return Leg(usage=usage, cost=cost)
@@ -136,9 +110,9 @@ def mode_metrics(decided: Sequence[Decided], pricing: PricingSnapshot) -> Mode:
 def jev_decided(o: RowOutcome) -> Decided:
     expected = o.row.expected.diagnosis if o.row.expected else None
     j = o.jev
-    calls: tuple[Call, ...] = ()
-    if j.reply is not None:
-        calls = (Call(j.reply.model, j.reply.usage.input_tokens, j.reply.usage.output_tokens),)
+    calls = tuple(
+        PricedCall(r.model, r.usage.input_tokens, r.usage.output_tokens) for r in j.replies
+    )
     if j.verdict is None:
         return Decided(expected, None, None, j.latency_ms, calls, j.failure)
     return Decided(expected, j.verdict.diagnosis, j.verdict.confidence, j.latency_ms, calls, None)
@@ -149,7 +123,7 @@ def baseline_decided(o: RowOutcome) -> Decided:
     b = o.baseline.reply
     if b is None:
         return Decided(expected, None, None, 0.0, (), o.baseline.failure)
-    call = Call(b.model, b.usage.input_tokens, b.usage.output_tokens, b.estimated)
+    call = PricedCall(b.model, b.usage.input_tokens, b.usage.output_tokens, b.estimated)
     return Decided(expected, b.diagnosis, b.confidence, b.latency_ms, (call,), None)
 
 
@@ -218,58 +192,6 @@ def _join(out: list[tuple[float, bool]], p: float | None, label: bool | None) ->
         out.append((p, label))
 
 
-def _verdict(d: Decided, source: Literal["jev", "baseline"], model: str | None) -> RowVerdict:
-    if d.diagnosis is None:
-        f = d.failure
-        error = RowError(kind=f.kind, message=f.message) if f else None
-        return RowVerdict(status="failed", error=error)
-    return RowVerdict(
-        status="ok",
-        diagnosis=d.diagnosis,
-        confidence=d.confidence,
-        source=source,
-        model=model,
-    )
-
-
-def row_result(o: RowOutcome, base: Decided, cascade: Decided, routed: bool) -> RowResult:
-    j = o.jev
-    reply, verdict = j.reply, j.verdict
-    base_model = o.baseline.reply.model if o.baseline.reply else None
-    return RowResult(
-        id=o.row.id,
-        decision_id=o.decision.decision_id,
-        decision_version=o.decision.version,
-        decision_variant=o.decision.variant,
-        status="ok" if verdict else "failed",
-        error=RowError(kind=j.failure.kind, message=j.failure.message) if j.failure else None,
-        retrieval=j.judgments.retrieval if j.judgments else None,
-        generation=j.judgments.generation if j.judgments else None,
-        diagnosis=verdict.diagnosis if verdict else None,
-        confidence=verdict.confidence if verdict else None,
-        route=verdict.route if verdict else "failed",
-        model=reply.model if reply else None,
-        latency_ms=j.latency_ms,
-        usage=(
-            UsageTotals(
-                calls=1,
-                input_tokens=reply.usage.input_tokens,
-                output_tokens=reply.usage.output_tokens,
-            )
-            if reply
-            else None
-        ),
-        expected=o.row.expected.diagnosis if o.row.expected else None,
-        baseline=_verdict(base, "baseline", base_model),
-        cascade=_verdict(
-            cascade,
-            "baseline" if routed else "jev",
-            base_model if routed else (reply.model if reply else None),
-        ),
-        metadata=o.row.metadata,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class RunInfo:
     """What the report says about the run besides the rows."""
@@ -281,6 +203,7 @@ class RunInfo:
     baseline: str
     thresholds: Thresholds
     pricing: PricingSnapshot
+    claims: tuple[str, str] | None = None  # (extractor, scope) in claim mode
 
 
 def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
@@ -335,6 +258,14 @@ def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
                 **dict(jev_mode),
                 routes={k: routes.get(k, 0) for k in ("auto", "fallback", "failed")},
                 components=components(outcomes),
+                claims=(
+                    claim_metrics(
+                        [ClaimRowInput(o.row, o.jev.claims) for o in outcomes if o.jev.claims],
+                        *info.claims,
+                    )
+                    if info.claims
+                    else None
+                ),
             ),
             baseline=mode_metrics(base, info.pricing),
             cascade=CascadeMode(

@@ -2,12 +2,14 @@
 
 To refresh on purpose (and review the diff):
     ragbatch run --out reports/expected-report.json
+    ragbatch run datasets/claims-fixture.jsonl --groundedness claims --out reports/expected-report-claims.json
     python -m ragbatch.testing.record          # cache/ + reports/expected-report-jev.json
     ragbatch schema
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import orjson
@@ -32,6 +34,13 @@ def test_mock_report_matches_golden_file(tmp_path: Path) -> None:
     assert out.read_bytes() == (ROOT / "reports/expected-report.json").read_bytes()
 
 
+def test_claims_report_matches_golden_file(tmp_path: Path) -> None:
+    out = tmp_path / "claims.json"
+    dataset = ROOT / "datasets/claims-fixture.jsonl"
+    assert run(str(dataset), "--out", str(out), "--groundedness", "claims") == 0
+    assert out.read_bytes() == (ROOT / "reports/expected-report-claims.json").read_bytes()
+
+
 def test_same_bytes_at_any_concurrency(tmp_path: Path) -> None:
     outputs = []
     for concurrency in ("1", "7", "32"):
@@ -43,6 +52,9 @@ def test_same_bytes_at_any_concurrency(tmp_path: Path) -> None:
 
 def test_offline_replay_matches_golden_file_without_key_or_network(tmp_path: Path) -> None:
     # The committed cache/ was recorded from the loopback server; no key, no network here.
+    # A copy: opening a diskcache directory may touch its SQLite files.
+    cache = tmp_path / "cache"
+    shutil.copytree(ROOT / "cache", cache)
     out = tmp_path / "replay.json"
     code = run(
         str(FIXTURE),
@@ -50,7 +62,7 @@ def test_offline_replay_matches_golden_file_without_key_or_network(tmp_path: Pat
         "--provider", "jev",
         "--model", "jev-1.13.0",
         "--offline",
-        "--cache-dir", str(ROOT / "cache"),
+        "--cache-dir", str(cache),
         "--base-url", "http://127.0.0.1:9",  # nothing listens: a request would fail the row
     )  # fmt: skip
     assert code == 0

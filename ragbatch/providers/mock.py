@@ -36,13 +36,13 @@ class MockProvider:
     async def fetch_answers(self, call: Call) -> Reply:
         answers: dict[str, object] = {}
         for qid in call.request.questions:
-            p = mock_answer(call.row, qid)
-            if p is None:
+            answer = mock_answer(call.row, qid)
+            if answer is None:
                 raise ProviderError(
                     f"mock block of row {call.row.id!r} has no answer for question {qid!r}",
                     kind="mock-missing-answer",
                 )
-            answers[qid] = {"type": "noul", "noul": p}
+            answers[qid] = answer
         tokens_in = estimate_input_tokens(call.request)
         tokens_out = 2 * len(answers)
         body = orjson.dumps(
