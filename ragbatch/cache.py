@@ -31,15 +31,22 @@ FORMAT = 1
 CacheMode = Literal["use", "offline", "refresh", "off"]
 
 
-def encode_entry(reply: Reply) -> bytes:
+def encode_entry(reply: Reply, key: str | None = None) -> bytes:
+    """Header line (format, body checksum, the key it belongs under), then the reply JSON."""
     payload = reply.model_dump(mode="json", by_alias=True, exclude_none=True)
     body = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-    digest = hashlib.sha256(body).hexdigest()
-    return orjson.dumps({"format": FORMAT, "sha256": digest}) + b"\n" + body
+    head: dict[str, object] = {"format": FORMAT, "sha256": hashlib.sha256(body).hexdigest()}
+    if key is not None:
+        head["key"] = key
+    return orjson.dumps(head) + b"\n" + body
 
 
-def decode_entry(data: bytes, call: Call) -> Reply:
-    """Parse and verify one entry; ValueError when it cannot be trusted."""
+def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
+    """Parse and verify one entry; ValueError when it cannot be trusted.
+
+    With ``key``, the entry must name that key: a valid entry copied under another
+    request's key (same question ids, other state) is not trusted.
+    """
     head, sep, body = data.partition(b"\n")
     if not sep:
         raise ValueError("no header")
@@ -48,6 +55,8 @@ def decode_entry(data: bytes, call: Call) -> Reply:
         raise ValueError("unknown entry format")
     if hashlib.sha256(body).hexdigest() != meta.get("sha256"):
         raise ValueError("checksum mismatch")
+    if key is not None and meta.get("key") != key:
+        raise ValueError("entry belongs to another request")
     reply = Reply.model_validate_json(body)
     # Re-check the stored answers against the request, as for a fresh reply.
     wire = orjson.dumps(
@@ -134,7 +143,7 @@ class CachedProvider:
         if data is None:
             return None
         try:
-            return decode_entry(data, call)
+            return decode_entry(data, call, key)
         except (ValueError, ValidationError, ProviderError) as exc:
             self.stats.corrupt += 1
             self.warnings.append(f"corrupt cache entry {key[:12]}… dropped ({exc})")
@@ -164,7 +173,7 @@ class CachedProvider:
         done = self._in_flight[key] = anyio.Event()
         try:
             reply = await self.inner.fetch_answers(call)
-            await anyio.to_thread.run_sync(self.cache.put, key, encode_entry(reply))
+            await anyio.to_thread.run_sync(self.cache.put, key, encode_entry(reply, key))
             self.stats.writes += 1
             self._refreshed.add(key)
             return reply

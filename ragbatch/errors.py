@@ -17,7 +17,7 @@ that escapes the runner: the run goes on and the report counts it as a failure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -77,6 +77,7 @@ class ProviderError(RagbatchError):
         self.retryable = retryable
         self.request_id = request_id
         self.wall_ms = 0.0  # time spent on the call, retries included; set by the provider
+        self.retries: dict[str, int] = {}  # retries by status or kind before giving up
         suffix = f" (request id {request_id})" if request_id else ""
         super().__init__(f"{message}{suffix}")
 
@@ -104,3 +105,5 @@ class RowFailure:
 
     kind: str
     message: str
+    # Retries spent before giving up (run record only; not part of the report).
+    retries: dict[str, int] = field(default_factory=dict, compare=False)

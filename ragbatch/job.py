@@ -66,6 +66,8 @@ class JobConfig:
     attempt_timeout_s: float = 30.0
     row_deadline_s: float = 300.0
     max_retries: int = 4
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 5.0
     max_rps: float | None = None
     max_tokens_per_s: float | None = None
     adaptive: bool = True
@@ -122,6 +124,8 @@ def make_provider(config: JobConfig) -> tuple[Provider, CachedProvider | None, l
         attempt_timeout_s=config.attempt_timeout_s,
         row_deadline_s=config.row_deadline_s,
         max_retries=config.max_retries,
+        backoff_initial_s=config.backoff_initial_s,
+        backoff_max_s=config.backoff_max_s,
     )
     limiter = RateLimiter(
         config.concurrency,
@@ -129,10 +133,10 @@ def make_provider(config: JobConfig) -> tuple[Provider, CachedProvider | None, l
         max_tokens_per_s=config.max_tokens_per_s,
         adaptive=config.adaptive,
     )
-    cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
     inner: Provider = (
         OfflineJev(model) if config.cache_mode == "offline" else JevProvider(settings, limiter)
     )
+    cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
     cached = CachedProvider(inner, cache, config.cache_mode)
     return cached, cached, warnings
 
@@ -183,11 +187,11 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         raise ConfigError(f"--concurrency must be at least 1, got {config.concurrency}")
     pricing = load_pricing(config.pricing)
     claims = make_claims(config)
-    provider, cached, warnings = make_provider(config)
-    for warning in warnings:
-        warn(warning)
     baseline = make_baseline(config)
     reader = DatasetReader(config.dataset, ignore_unknown_fields=config.ignore_unknown_fields)
+    provider, cached, warnings = make_provider(config)  # last: it holds connections
+    for warning in warnings:
+        warn(warning)
     started = time.perf_counter()
     try:
         run_config = RunConfig(
@@ -256,7 +260,13 @@ def run_record(
                 requestId=reply.request_id,
             )
         elif failure is not None:
-            entry.update(failed=failure.kind, message=failure.message, wallMs=o.jev.latency_ms)
+            retries.update(failure.retries)
+            entry.update(
+                failed=failure.kind,
+                message=failure.message,
+                retries=failure.retries,
+                wallMs=o.jev.latency_ms,
+            )
         calls.append(entry)
     record: dict[str, Any] = {
         "rows": len(outcomes),

@@ -90,6 +90,7 @@ class RateLimiter:
         self._sleep = sleep
         self._clock = clock
         self._successes = 0
+        self._epoch = 0  # bumped on every halving of the limit
         self._resume_at = -math.inf  # no call is sent before this clock time (Retry-After)
         # A burst of one request: with a burst of ``max_rps`` the first second could carry
         # twice the ceiling (a full bucket plus its refill).
@@ -121,14 +122,18 @@ class RateLimiter:
                 self.tokens.take(tokens)
 
     @asynccontextmanager
-    async def slot(self, estimated_tokens: int) -> AsyncIterator[None]:
-        """Hold one concurrency slot and the budget for one call while it is in flight."""
+    async def slot(self, estimated_tokens: int) -> AsyncIterator[int]:
+        """Hold one concurrency slot and the budget for one call while it is in flight.
+
+        Yields the limiter's epoch at admission: pass it to :meth:`on_throttled` so that a
+        burst of 429s from calls admitted under the same limit halves it once, not once each.
+        """
         async with self._slots:
             await self._await_budget(estimated_tokens)
             self.stats.in_flight += 1
             self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
             try:
-                yield
+                yield self._epoch
             finally:
                 self.stats.in_flight -= 1
 
@@ -137,15 +142,17 @@ class RateLimiter:
         if self.tokens is not None:
             self.tokens.give_back(estimated_tokens - actual_tokens)
 
-    def on_throttled(self, retry_after: float | None = None) -> None:
+    def on_throttled(self, retry_after: float | None = None, epoch: int | None = None) -> None:
         """A 429/529: halve the concurrency limit (never below 1); hold every call for
-        ``retry_after`` seconds when the service said how long to wait."""
+        ``retry_after`` seconds when the service said how long to wait. A call admitted
+        before the last halving (an older ``epoch``) does not halve it again."""
         self.stats.throttled += 1
         self._successes = 0
         if retry_after is not None and retry_after > 0:
             self._resume_at = max(self._resume_at, self._clock() + retry_after)
-        if not self.adaptive:
+        if not self.adaptive or (epoch is not None and epoch != self._epoch):
             return
+        self._epoch += 1
         new = max(1, math.ceil(self.limit / 2))
         self._slots.total_tokens = new
         self.stats.current_limit = new

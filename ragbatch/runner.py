@@ -118,7 +118,7 @@ async def judge_row(
             await judge_claims(row, provider, claims, thresholds) if claims else ([], [])
         )
     except ProviderError as exc:
-        failure = RowFailure(kind=exc.kind, message=str(exc))
+        failure = RowFailure(kind=exc.kind, message=str(exc), retries=exc.retries)
         return JevOutcome(None, None, None, failure, spent + exc.wall_ms)
     judgments = read_judgments(row, reply.probabilities())
     summary = summarize_claims(results) if claims else None

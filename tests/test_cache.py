@@ -263,6 +263,23 @@ async def test_corrupt_entry_is_detected_refetched_and_never_trusted(
 
 
 @pytest.mark.anyio
+async def test_entry_moved_under_another_key_is_not_trusted(
+    jev_server: JevServer, tmp_path: Path
+) -> None:
+    cache = ReplyCache(tmp_path / "cache")
+    first, second = make_call(0), make_call(1)
+    async with cached_jev(jev_server, cache) as cached:
+        await cached.fetch_answers(first)
+        entry = cache.get(cached.key_for(first))
+        assert entry is not None
+        cache.put(cached.key_for(second), entry)  # a valid entry, but for another request
+        await cached.fetch_answers(second)
+    assert jev_server.requests_total == 2 and cached.stats.corrupt == 1
+    assert "another request" in cached.warnings[0]
+    cache.close()
+
+
+@pytest.mark.anyio
 async def test_corrupt_entry_offline_is_a_cache_miss(jev_server: JevServer, tmp_path: Path) -> None:
     cache = ReplyCache(tmp_path / "cache")
     call = make_call()

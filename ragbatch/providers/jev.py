@@ -147,7 +147,7 @@ class JevProvider:
         return backoff
 
     async def _attempt(self, call: Call, estimate: int) -> tuple[Reply, float]:
-        async with self.limiter.slot(estimate):
+        async with self.limiter.slot(estimate) as epoch:
             started = time.perf_counter()
             try:
                 response = await self.client.post(
@@ -170,9 +170,9 @@ class JevProvider:
                     retryable=True,
                 ) from None
             latency_ms = (time.perf_counter() - started) * 1000
-        return self._read(call, response, estimate), latency_ms
+        return self._read(call, response, estimate, epoch), latency_ms
 
-    def _read(self, call: Call, response: httpx.Response, estimate: int) -> Reply:
+    def _read(self, call: Call, response: httpx.Response, estimate: int, epoch: int) -> Reply:
         request_id = response.headers.get("x-typesafe-request-id")
         status = response.status_code
         if status != 200:
@@ -186,7 +186,8 @@ class JevProvider:
             if status in THROTTLE_STATUSES:
                 retry_after = parse_retry_after(response.headers)
                 cap = self.settings.retry_after_cap_s
-                self.limiter.on_throttled(None if retry_after is None else min(retry_after, cap))
+                hold = None if retry_after is None else min(retry_after, cap)
+                self.limiter.on_throttled(hold, epoch)
                 raise RateLimited(
                     message, status=status, retry_after=retry_after, request_id=request_id
                 )
@@ -238,9 +239,11 @@ class JevProvider:
                 kind="deadline-exceeded",
             )
             error.wall_ms = (time.perf_counter() - started) * 1000
+            error.retries = dict(retries)
             raise error from None
         except ProviderError as error:
             error.wall_ms = (time.perf_counter() - started) * 1000
+            error.retries = dict(retries)
             raise
         return reply.model_copy(
             update={

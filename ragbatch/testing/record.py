@@ -34,10 +34,10 @@ def mock_answers(rows: Sequence[Row]) -> AnswerFn:
 
     def answer(state: Any, qid: str, question: dict[str, Any]) -> dict[str, Any]:
         row = by_state[canonical_json(state)]
-        p = mock_answer(row, qid)
-        if p is None:
+        answer = mock_answer(row, qid)
+        if answer is None:
             raise KeyError(f"row {row.id} has no mock answer for {qid}")
-        return {"type": "noul", "noul": p}
+        return answer
 
     return answer
 
@@ -58,7 +58,10 @@ def record(dataset: Path, cache_dir: Path, out: Path, pricing: Path) -> None:
             pricing=pricing,
             concurrency=8,
         )
-        run_job(config)
+        result = run_job(config)
+    failures = result.report.modes.jev_only.failures
+    if failures.count:
+        raise SystemExit(f"recording failed on {failures.count} rows: {failures.by_kind}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
