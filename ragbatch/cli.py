@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from ragbatch.cache import CacheMode
+from ragbatch.cli_tools import register
 from ragbatch.errors import EXIT_OK, EXIT_ROW_FAILURES, ConfigError, RagbatchError
 from ragbatch.job import (
     DEFAULT_CACHE,
@@ -25,6 +26,7 @@ from ragbatch.job import (
 )
 from ragbatch.policy import Thresholds
 from ragbatch.providers.jev import DEFAULT_BASE_URL
+from ragbatch.ranking import DEFAULT_KS
 from ragbatch.render import run_text, summary_text
 from ragbatch.report import report_schema
 
@@ -168,6 +170,14 @@ def run(
             help="Claim mode: 'provided' (the rows' claims) or 'sentences' (one per sentence)."
         ),
     ] = "provided",
+    slice_by: Annotated[
+        list[str] | None,
+        typer.Option(help="Metadata field to slice metrics by (repeatable; dotted for nested)."),
+    ] = None,
+    k: Annotated[
+        list[int] | None,
+        typer.Option("--k", help="Cut-offs for retrieval ranking metrics (repeatable).", min=1),
+    ] = None,
     run_record: Annotated[
         Path | None,
         typer.Option(help="Also write run timings (not part of the deterministic report)."),
@@ -196,6 +206,8 @@ def run(
             groundedness=groundedness,
             claim_evidence=claim_evidence,
             claim_extractor=claim_extractor,
+            slice_by=tuple(slice_by or ()),
+            ks=tuple(sorted(set(k))) if k else DEFAULT_KS,
             dataset=dataset,
             out=out,
             provider=provider,
@@ -229,6 +241,9 @@ def schema(
     """Write the JSON Schema of the report, generated from its models."""
     write_bytes(out, report_schema())
     typer.echo(f"wrote {out}")
+
+
+register(app)
 
 
 @app.callback()

@@ -35,6 +35,7 @@ from ragbatch.providers.jev import (
     OfflineJev,
 )
 from ragbatch.providers.mock import MockProvider
+from ragbatch.ranking import DEFAULT_KS
 from ragbatch.ratelimit import RateLimiter
 from ragbatch.report import Report, report_bytes
 from ragbatch.runner import ClaimConfig, RunConfig, run_batch
@@ -77,6 +78,8 @@ class JobConfig:
     groundedness: str = "basic"
     claim_evidence: str = "cited"
     claim_extractor: str = "provided"
+    slice_by: tuple[str, ...] = ()
+    ks: tuple[int, ...] = DEFAULT_KS
 
 
 @dataclass(frozen=True, repr=False)
@@ -219,6 +222,8 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         thresholds=config.thresholds,
         pricing=pricing,
         claims=(claims.extractor.name, claims.scope) if claims else None,
+        ks=config.ks,
+        slice_by=config.slice_by,
     )
     report = summarize(outcomes, info)
     data = report_bytes(report)

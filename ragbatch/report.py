@@ -12,9 +12,13 @@ from typing import Any, Literal
 
 import orjson
 
+from ragbatch.answer_checks import Abstention, AnswerCheck, AnswerChecks
 from ragbatch.claim_metrics import ClaimMetrics
+from ragbatch.diagnostics import Finding
+from ragbatch.golden_eval import ChunkAgreement, GoldenHealth, Slices
 from ragbatch.metrics import Calibration, Classification, Component, Latency, Out, Selective
 from ragbatch.pricing import Cost
+from ragbatch.ranking import RetrievalRanking, RowRanking
 from ragbatch.schema import Diagnosis, GenerationJudgments, RetrievalJudgments, Route
 
 REPORT_VERSION = "1"
@@ -105,6 +109,7 @@ class JevOnlyMode(Mode):
     routes: dict[str, int]
     components: Components
     claims: ClaimMetrics | None = None
+    abstention: Abstention | None = None
 
 
 class Leg(Out):
@@ -199,6 +204,8 @@ class RowResult(Out):
     cascade: RowVerdict
     claims: list[ClaimOut] | None = None
     claim_summary: ClaimSummaryOut | None = None
+    retrieval_ranking: RowRanking | None = None
+    answer_check: AnswerCheck | None = None
     trace_id: str | None = None
     metadata: dict[str, Any] | None = None
 
@@ -211,6 +218,12 @@ class Report(Out):
     provider: ProviderInfo
     pricing: PricingInfo
     modes: Modes
+    retrieval_ranking: RetrievalRanking | None = None
+    answer_checks: AnswerChecks | None = None
+    chunk_agreement: dict[str, ChunkAgreement] | None = None
+    golden_health: GoldenHealth | None = None
+    slices: Slices | None = None
+    diagnostics: list[Finding] | None = None
     rows: list[RowResult]
 
 

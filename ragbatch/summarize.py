@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 from ragbatch import metrics as m
 from ragbatch.claim_metrics import ClaimRowInput, claim_metrics
+from ragbatch.golden_eval import golden_sections, row_check, row_ranking
 from ragbatch.outcome import Decided, PricedCall, RowOutcome
 from ragbatch.policy import Thresholds
 from ragbatch.pricing import PricingSnapshot, total_cost
 from ragbatch.questions import DECISION_IDS, DECISION_VERSION, report_variant
+from ragbatch.ranking import DEFAULT_KS
 from ragbatch.report import (
     CascadeMode,
     Components,
@@ -204,6 +206,8 @@ class RunInfo:
     thresholds: Thresholds
     pricing: PricingSnapshot
     claims: tuple[str, str] | None = None  # (extractor, scope) in claim mode
+    ks: tuple[int, ...] = DEFAULT_KS
+    slice_by: tuple[str, ...] = ()
 
 
 def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
@@ -216,6 +220,7 @@ def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
     routes = Counter(o.jev.verdict.route if o.jev.verdict else "failed" for o in outcomes)
 
     jev_mode = mode_metrics(jev, info.pricing)
+    golden = golden_sections(outcomes, info.ks, info.slice_by)
     cascade_mode = mode_metrics(cascade, info.pricing)
     jev_calls = [c for d in jev for c in d.calls]
     base_calls = [c for d, r in zip(base, routed, strict=True) if r for c in d.calls]
@@ -266,6 +271,7 @@ def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
                     if info.claims
                     else None
                 ),
+                abstention=golden.abstention,
             ),
             baseline=mode_metrics(base, info.pricing),
             cascade=CascadeMode(
@@ -289,8 +295,11 @@ def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
                 ),
             ),
         ),
+        **{k: v for k, v in dict(golden).items() if k != "abstention"},
         rows=[
-            row_result(o, b, c, r)
+            row_result(o, b, c, r).model_copy(
+                update={"retrieval_ranking": row_ranking(o, info.ks), "answer_check": row_check(o)}
+            )
             for o, b, c, r in zip(outcomes, base, cascade, routed, strict=True)
         ],
     )

@@ -23,6 +23,16 @@ PURE = [
     "ragbatch.providers.base",
     "ragbatch.providers.mock",
     "ragbatch.providers.baseline",
+    "ragbatch.claims",
+    "ragbatch.claim_metrics",
+    "ragbatch.ranking",
+    "ragbatch.answer_checks",
+    "ragbatch.slices",
+    "ragbatch.diagnostics",
+    "ragbatch.compare",
+    "ragbatch.diff",
+    "ragbatch.golden_eval",
+    "ragbatch.row_results",
 ]
 # The four the style guide names, plus the standard ways to reach files, processes or sockets.
 FORBIDDEN_MODULES = {
