@@ -14,7 +14,13 @@ import typer
 
 from ragbatch.cache import CacheMode
 from ragbatch.cli_tools import register
-from ragbatch.errors import EXIT_OK, EXIT_ROW_FAILURES, ConfigError, RagbatchError
+from ragbatch.errors import (
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+    EXIT_ROW_FAILURES,
+    ConfigError,
+    RagbatchError,
+)
 from ragbatch.job import (
     DEFAULT_CACHE,
     DEFAULT_DATASET,
@@ -24,11 +30,13 @@ from ragbatch.job import (
     run_job,
     write_bytes,
 )
+from ragbatch.partial import parse_shard
 from ragbatch.policy import Thresholds
 from ragbatch.providers.jev import DEFAULT_BASE_URL
 from ragbatch.ranking import DEFAULT_KS
 from ragbatch.render import run_text, summary_text
 from ragbatch.report import report_schema
+from ragbatch.workers import run_workers
 
 app = typer.Typer(
     name="ragbatch",
@@ -178,6 +186,34 @@ def run(
         list[int] | None,
         typer.Option("--k", help="Cut-offs for retrieval ranking metrics (repeatable).", min=1),
     ] = None,
+    rows_out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Stream per-row results to this JSONL as rows finish (input order at the end)."
+        ),
+    ] = None,
+    progress_interval: Annotated[
+        float, typer.Option(min=0.0, help="Seconds between plain progress lines (non-terminal).")
+    ] = 5.0,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="Never spend more than this (USD, pricing snapshot): stop sending, write an "
+            "incomplete report, exit 5; rerun with more to resume from the cache.",
+        ),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(help="Evaluate only shard K/N (rows by hash of id); needs --partial-out."),
+    ] = None,
+    partial_out: Annotated[
+        Path | None, typer.Option(help="Where a shard writes its partial result.")
+    ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(min=1, help="Processes on this machine (shards merged at the end)."),
+    ] = 1,
     run_record: Annotated[
         Path | None,
         typer.Option(help="Also write run timings (not part of the deterministic report)."),
@@ -207,6 +243,12 @@ def run(
             claim_evidence=claim_evidence,
             claim_extractor=claim_extractor,
             slice_by=tuple(slice_by or ()),
+            shard=parse_shard(shard) if shard else None,
+            partial_out=partial_out,
+            max_cost=max_cost,
+            rows_out=rows_out,
+            progress="none" if quiet else "auto",
+            progress_interval=progress_interval,
             ks=tuple(sorted(set(k))) if k else DEFAULT_KS,
             dataset=dataset,
             out=out,
@@ -219,15 +261,32 @@ def run(
             ignore_unknown_fields=ignore_unknown_fields,
             run_record=run_record,
         )
-        result = run_job(config, warn=lambda text: typer.echo(f"warning: {text}", err=True))
+        if workers > 1:
+            if config.shard is not None:
+                raise ConfigError("--workers and --shard cannot be used together")
+            result = run_workers(config, workers)
+        else:
+            result = run_job(config, warn=lambda text: typer.echo(f"warning: {text}", err=True))
     except RagbatchError as error:
         raise fail(error) from None
     if not quiet:
         typer.echo(summary_text(result.report))
         typer.echo(run_text(result.record))
-        typer.echo(f"  report: {out}")
+        if rows_out is not None:
+            typer.echo(f"  per-row results: {rows_out}")
+        if partial_out is not None and shard:
+            typer.echo(f"  partial result (shard {shard}): {partial_out}")
+        else:
+            typer.echo(f"  report: {out}")
         if run_record is not None:
             typer.echo(f"  run record: {run_record}")
+    if result.report.incomplete is not None:
+        typer.echo(
+            f"incomplete: {result.report.incomplete.rows_not_evaluated} rows not evaluated "
+            "(budget reached); rerun with a larger --max-cost to resume from the cache",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INCOMPLETE)
     failed = result.report.modes.jev_only.failures.count
     raise typer.Exit(EXIT_ROW_FAILURES if failed else EXIT_OK)
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
+from ragbatch.cache import ReplyCache
 from ragbatch.compare import (
     diff_markdown,
     diff_reports,
@@ -20,8 +21,25 @@ from ragbatch.compare import (
     gate_markdown,
     parse_rules,
 )
+from ragbatch.counterfactual import write_counterfactuals
+from ragbatch.dataset import DatasetReader
+from ragbatch.drift import distribution_drift, drift_markdown
 from ragbatch.errors import ConfigError, RagbatchError
-from ragbatch.job import write_bytes
+from ragbatch.estimate import estimate_run
+from ragbatch.job import (
+    DEFAULT_CACHE,
+    DEFAULT_DATASET,
+    DEFAULT_PRICING,
+    JobConfig,
+    load_pricing,
+    make_claims,
+    write_bytes,
+)
+from ragbatch.partial import merge_partials
+from ragbatch.providers.jev import DEFAULT_MODEL, ENDPOINT
+from ragbatch.providers.mock import MOCK_MODEL
+from ragbatch.report import report_bytes
+from ragbatch.summarize import summarize
 
 
 def read_json(path: Path, what: str) -> Any:
@@ -94,17 +112,123 @@ def diff_command(
     b: Annotated[Path, typer.Argument(help="The later report.")],
     markdown: Annotated[Path | None, typer.Option(help="Also write the Markdown here.")] = None,
 ) -> None:
-    """Rows whose diagnosis flipped, metric deltas, model release and pricing changes."""
+    """Rows whose diagnosis flipped, metric deltas, model and pricing changes, and drift.
+
+    Drift: population stability index (10 bins; 0.1 moderate, 0.25 drift) and a two-sample KS
+    test for query length, context count and every judgment's probabilities; a two-proportion
+    z-test for the abstention rate.
+    """
     try:
-        result = diff_reports(read_report(a), read_report(b))
+        first, second = read_report(a), read_report(b)
+        result = diff_reports(first, second)
     except RagbatchError as error:
         raise _fail(error) from None
-    text = diff_markdown(result, a.name, b.name)
+    drift = distribution_drift(first, second)
+    text = (
+        diff_markdown(result, a.name, b.name)
+        + "\n\n"
+        + drift_markdown(drift, a.name, b.name, include_changes=False)
+    )
     typer.echo(text)
     if markdown is not None:
         write_bytes(markdown, text.encode())
 
 
+def merge_command(
+    partials: Annotated[list[Path], typer.Argument(help="Partial results of every shard.")],
+    out: Annotated[Path, typer.Option(help="Where to write the merged report.")] = Path(
+        "reports/report.json"
+    ),
+) -> None:
+    """Merge shard partials into the report a single run would have written (same bytes)."""
+    try:
+        info, outcomes = merge_partials(partials)
+    except RagbatchError as error:
+        raise _fail(error) from None
+    write_bytes(out, report_bytes(summarize(outcomes, info)))
+    typer.echo(f"merged {len(partials)} partials, {len(outcomes)} rows: {out}")
+
+
+def estimate_command(
+    dataset: Annotated[Path, typer.Argument(help="JSONL dataset.")] = DEFAULT_DATASET,
+    provider: Annotated[str, typer.Option(help="mock or jev (as for run).")] = "jev",
+    model: Annotated[
+        str | None, typer.Option(envvar="TYPESAFE_DEFAULT_MODEL", help="Model to price.")
+    ] = None,
+    cache_dir: Annotated[Path, typer.Option(help="Reply cache to subtract.")] = DEFAULT_CACHE,
+    pricing: Annotated[Path, typer.Option(help="Pricing snapshot.")] = DEFAULT_PRICING,
+    groundedness: Annotated[str, typer.Option(help="basic or claims (as for run).")] = "basic",
+    claim_evidence: Annotated[str, typer.Option(help="cited or context.")] = "cited",
+    claim_extractor: Annotated[str, typer.Option(help="provided or sentences.")] = "provided",
+    ignore_unknown_fields: Annotated[
+        bool, typer.Option("--ignore-unknown-fields", help="As for run.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Calls, input tokens and cost of a run before spending anything (no network)."""
+    try:
+        config = JobConfig(
+            dataset=dataset,
+            provider=provider,
+            model=model,
+            groundedness=groundedness,
+            claim_evidence=claim_evidence,
+            claim_extractor=claim_extractor,
+        )
+        snapshot = load_pricing(pricing)
+        claims = make_claims(config)
+        chosen = model or (DEFAULT_MODEL if provider == "jev" else MOCK_MODEL)
+        cache = ReplyCache(cache_dir) if provider == "jev" and cache_dir.exists() else None
+        reader = DatasetReader(dataset, ignore_unknown_fields=ignore_unknown_fields)
+        result = estimate_run(reader, chosen, ENDPOINT, snapshot, cache, claims)
+        if cache is not None:
+            cache.close()
+    except RagbatchError as error:
+        raise _fail(error) from None
+    if json_out:
+        typer.echo(result.model_dump_json(by_alias=True))
+        return
+    cost = "unavailable" if result.cost_usd is None else f"{result.currency} {result.cost_usd:.6f}"
+    typer.echo(
+        f"{result.rows} rows, {result.calls} calls ({result.cache_hits} in the cache), "
+        f"~{result.input_tokens} input tokens to send, cost {cost} "
+        f"(model {result.model}, pricing {result.pricing_version})"
+    )
+    if result.accuracy is not None:
+        a = result.accuracy
+        typer.echo(
+            f"estimator error on {a.compared_calls} cached calls: total "
+            f"{a.total_relative_error:+.1%}, mean absolute {a.mean_absolute_relative_error:.1%}"
+        )
+
+
+def counterfactual_command(
+    dataset: Annotated[Path, typer.Argument(help="JSONL dataset with golden.expectedDocuments.")],
+    out: Annotated[Path, typer.Option(help="Where to write the counterfactual JSONL.")],
+    keep_mock: Annotated[
+        bool, typer.Option("--keep-mock", help="Keep mock/baseline/claims (for testing only).")
+    ] = False,
+) -> None:
+    """Write, per row with expected documents, a variant without them that should be refused.
+
+    Each variant is linked to its row (golden.counterfactualOf) and expects abstention. Run
+    your generator on it to get new answers, then `ragbatch run` it: the report shows the
+    refusal rate and False Answer Rate on the counterfactual rows next to the originals.
+    """
+    try:
+        stats = write_counterfactuals(DatasetReader(dataset), out, keep_mock=keep_mock)
+    except RagbatchError as error:
+        raise _fail(error) from None
+    typer.echo(
+        f"wrote {stats.written} counterfactual rows to {out} ({stats.rows_in} read; skipped "
+        f"{stats.skipped_no_expected} without expected documents, {stats.skipped_no_match} "
+        "whose expected documents were not retrieved)"
+    )
+
+
 def register(app: typer.Typer) -> None:
+    app.command("counterfactual")(counterfactual_command)
+    app.command("estimate")(estimate_command)
+    app.command("merge")(merge_command)
     app.command("gate")(gate_command)
     app.command("diff")(diff_command)

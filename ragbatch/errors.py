@@ -23,6 +23,7 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_ROW_FAILURES = 3
 EXIT_ABORTED = 4
+EXIT_INCOMPLETE = 5
 
 
 class RagbatchError(Exception):

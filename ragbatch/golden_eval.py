@@ -37,7 +37,6 @@ MIN_LABELLED = 50
 WEAK_BELOW = {
     "recall@10": 0.8,
     "contextPrecision@10": 0.7,
-    "precision@10": 0.3,
     "faithfulness": 0.9,
 }
 WEAK_ABOVE = {"falseAnswerRate": 0.05}
@@ -63,6 +62,13 @@ class Slices(Out):
     slices: list[Slice]
 
 
+class Counterfactual(Out):
+    """Abstention on counterfactual rows (answer documents removed) next to the originals."""
+
+    counterfactual: Abstention
+    original: Abstention | None = None
+
+
 class GoldenSections(Out):
     retrieval_ranking: RetrievalRanking | None = None
     answer_checks: AnswerChecks | None = None
@@ -71,6 +77,7 @@ class GoldenSections(Out):
     golden_health: GoldenHealth | None = None
     slices: Slices | None = None
     diagnostics: list[Finding] | None = None
+    counterfactual: Counterfactual | None = None
 
 
 def row_ranking(o: RowOutcome, ks: Sequence[int]) -> RowRanking | None:
@@ -172,6 +179,24 @@ def golden_sections(
     table = slice_table(items, mean_metrics(["accuracy", f"recall@{top}", "mrr", "containsPass"]))
     ranking = aggregate_ranking(labelled, ks) if labelled else None
     abstention = abstention_metrics(pairs) if pairs else None
+    is_cf = [
+        o.row.golden is not None and o.row.golden.counterfactual_of is not None
+        for o in outcomes
+        if o.row.golden is not None
+        and o.row.golden.expected_abstention is not None
+        and o.jev.judgments is not None
+        and o.jev.judgments.generation.abstention is not None
+    ]
+    cf_pairs = [p for p, cf in zip(pairs, is_cf, strict=True) if cf]
+    original = [p for p, cf in zip(pairs, is_cf, strict=True) if not cf]
+    counterfactual = (
+        Counterfactual(
+            counterfactual=abstention_metrics(cf_pairs),
+            original=abstention_metrics(original) if original else None,
+        )
+        if cf_pairs
+        else None
+    )
     return GoldenSections(
         retrieval_ranking=ranking,
         answer_checks=aggregate_checks(checks) if checks else None,
@@ -180,6 +205,7 @@ def golden_sections(
         golden_health=_health(outcomes, len(labelled)) if has_golden else None,
         slices=Slices(rule=RULE, slices=table),
         diagnostics=weak_metrics(ranking, abstention, outcomes) if has_golden else None,
+        counterfactual=counterfactual,
     )
 
 
@@ -190,7 +216,6 @@ def weak_metrics(
     values: dict[str, float] = {}
     if ranking is not None and "10" in ranking.at:
         values["recall@10"] = ranking.at["10"].recall
-        values["precision@10"] = ranking.at["10"].precision
         values["contextPrecision@10"] = ranking.at["10"].context_precision
     judged = [o for o in outcomes if o.jev.judgments is not None and o.row.expected]
     grounded = [

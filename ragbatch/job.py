@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import orjson
 
+from ragbatch.budget import BudgetedProvider, SpendLimit
 from ragbatch.cache import CachedProvider, CacheMode, ReplyCache
 from ragbatch.claims import EXTRACTORS, Scope
 from ragbatch.dataset import DatasetReader
 from ragbatch.errors import ConfigError, PricingError, RagbatchError
 from ragbatch.outcome import RowOutcome
+from ragbatch.partial import shard_of, write_partial
 from ragbatch.policy import Thresholds
 from ragbatch.pricing import PricingSnapshot, parse_pricing, total_cost
+from ragbatch.progress import Progress, Snapshot, count_lines
 from ragbatch.providers.base import Provider
 from ragbatch.providers.baseline import BaselineJudge, RecordedBaseline
 from ragbatch.providers.jev import (
@@ -38,13 +41,27 @@ from ragbatch.providers.mock import MockProvider
 from ragbatch.ranking import DEFAULT_KS
 from ragbatch.ratelimit import RateLimiter
 from ragbatch.report import Report, report_bytes
-from ragbatch.runner import ClaimConfig, RunConfig, run_batch
+from ragbatch.rows_out import RowsWriter
+from ragbatch.runner import ClaimConfig, RunConfig, run_indexed
+from ragbatch.schema import Row
 from ragbatch.summarize import RunInfo, summarize
 
 DEFAULT_DATASET = Path("datasets/rag-fixture.jsonl")
 DEFAULT_OUT = Path("reports/report.json")
 DEFAULT_PRICING = Path("pricing/typesafe-2026-12.json")
 DEFAULT_CACHE = Path("cache")
+
+
+class RowSource(Protocol):
+    """Rows to evaluate; ``name``, ``rows`` and ``sha256`` are known once iterated."""
+
+    name: str
+    rows: int
+
+    @property
+    def sha256(self) -> str: ...
+
+    def __iter__(self) -> Iterator[Row]: ...
 
 
 @dataclass(frozen=True)
@@ -80,6 +97,15 @@ class JobConfig:
     claim_extractor: str = "provided"
     slice_by: tuple[str, ...] = ()
     ks: tuple[int, ...] = DEFAULT_KS
+    # sharding: evaluate only shard K of N and write a partial result instead of a report
+    max_cost: float | None = None
+    rows_out: Path | None = None
+    progress: str = "none"  # auto | rich | plain | none
+    progress_interval: float = 5.0
+    # rows from somewhere else than a JSONL file (the Python API, importers)
+    source: RowSource | None = field(default=None, compare=False)
+    shard: tuple[int, int] | None = None
+    partial_out: Path | None = None
 
 
 @dataclass(frozen=True, repr=False)
@@ -105,11 +131,14 @@ def load_pricing(path: Path) -> PricingSnapshot:
     return parse_pricing(data, str(path))
 
 
-def make_provider(config: JobConfig) -> tuple[Provider, CachedProvider | None, list[str]]:
-    """The provider for the run, wrapped in the reply cache for live Jev."""
+def make_provider(
+    config: JobConfig, pricing: PricingSnapshot
+) -> tuple[Provider, CachedProvider | None, list[str]]:
+    """The provider for the run: budget-limited, and behind the reply cache for live Jev."""
+    limit = SpendLimit(config.max_cost, pricing) if config.max_cost is not None else None
     if config.provider == "mock":
-        provider = MockProvider(config.model) if config.model else MockProvider()
-        return provider, None, []
+        provider: Provider = MockProvider(config.model) if config.model else MockProvider()
+        return (BudgetedProvider(provider, limit) if limit else provider), None, []
     if config.provider != "jev":
         raise ConfigError(f"unknown provider {config.provider!r}; choose mock or jev")
     model = config.model or DEFAULT_MODEL
@@ -140,6 +169,8 @@ def make_provider(config: JobConfig) -> tuple[Provider, CachedProvider | None, l
         OfflineJev(model) if config.cache_mode == "offline" else JevProvider(settings, limiter)
     )
     cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
+    if limit is not None:
+        inner = BudgetedProvider(inner, limit)
     cached = CachedProvider(inner, cache, config.cache_mode)
     return cached, cached, warnings
 
@@ -180,6 +211,35 @@ def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return first
 
 
+def watch(
+    config: JobConfig, pricing: PricingSnapshot, cached: CachedProvider | None
+) -> list[Progress | RowsWriter]:
+    """The observers of finished rows: the progress display and the --rows-out writer."""
+    watchers: list[Progress | RowsWriter] = []
+    if config.progress != "none":
+        live = Snapshot()
+        if cached is not None:
+            stats = cached.stats
+            live.cache_hits = lambda: stats.hits
+            live.cache_lookups = lambda: stats.hits + stats.misses
+            inner = (
+                cached.inner.inner if isinstance(cached.inner, BudgetedProvider) else cached.inner
+            )
+            if isinstance(inner, JevProvider):
+                limiter, counts = inner.limiter, inner.retries
+                live.in_flight = lambda: limiter.stats.in_flight
+                live.concurrency = lambda: limiter.limit
+                live.retries = lambda: sum(counts.values())
+                live.throttled = lambda: limiter.stats.throttled
+        total = count_lines(str(config.dataset)) if config.source is None else None
+        watchers.append(
+            Progress(total, pricing, live, mode=config.progress, interval=config.progress_interval)
+        )
+    if config.rows_out is not None:
+        watchers.append(RowsWriter(config.rows_out, config.ks))
+    return watchers
+
+
 def _ignore(message: str) -> None:
     return None
 
@@ -188,11 +248,15 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
     """Run the job inside an existing event loop; ``warn`` hears warnings as they arise."""
     if config.concurrency < 1:
         raise ConfigError(f"--concurrency must be at least 1, got {config.concurrency}")
+    if config.shard is not None and config.partial_out is None:
+        raise ConfigError("--shard needs --partial-out PATH (merge partials with ragbatch merge)")
     pricing = load_pricing(config.pricing)
     claims = make_claims(config)
     baseline = make_baseline(config)
-    reader = DatasetReader(config.dataset, ignore_unknown_fields=config.ignore_unknown_fields)
-    provider, cached, warnings = make_provider(config)  # last: it holds connections
+    reader = config.source or DatasetReader(
+        config.dataset, ignore_unknown_fields=config.ignore_unknown_fields
+    )
+    provider, cached, warnings = make_provider(config, pricing)  # last: it holds connections
     for warning in warnings:
         warn(warning)
     started = time.perf_counter()
@@ -204,7 +268,22 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
             error_budget_rows=config.error_budget_rows,
             claims=claims,
         )
-        outcomes = await run_batch(reader, provider, baseline, run_config)
+        pairs = (
+            (index, row)
+            for index, row in enumerate(reader)
+            if config.shard is None or shard_of(row.id, config.shard[1]) == config.shard[0]
+        )
+        watchers = watch(config, pricing, cached)
+
+        def on_row(outcome: RowOutcome) -> None:
+            for watcher in watchers:
+                watcher.on_row(outcome)
+
+        try:
+            outcomes = await run_indexed(pairs, provider, baseline, run_config, on_row)
+        finally:
+            for watcher in watchers:
+                watcher.close()
     except BaseExceptionGroup as group:
         error = _unwrap(group)
         if isinstance(error, RagbatchError):
@@ -227,7 +306,9 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
     )
     report = summarize(outcomes, info)
     data = report_bytes(report)
-    if config.out is not None:
+    if config.shard is not None and config.partial_out is not None:
+        write_partial(config.partial_out, config.shard, reader.rows, info, outcomes)
+    elif config.out is not None:
         write_bytes(config.out, data)
     rate = len(outcomes) / wall if wall > 0 else 0.0
     record = run_record(outcomes, wall, rate, provider, cached, pricing)

@@ -52,6 +52,25 @@ def summary_text(report: Report) -> str:
         f"resolved by Jev {_pct(cascade.primary_resolved_rate)}, "
         f"Jev failures {_pct(cascade.primary_failure_rate)}",
     ]
+    ranking = report.retrieval_ranking
+    if ranking is not None:
+        top = max(ranking.at, key=int)
+        at = ranking.at[top]
+        lines.append(
+            f"  retrieval ({ranking.rows} labelled rows): MRR {ranking.mrr:.3f}, "
+            f"Recall@{top} {at.recall:.3f}, NDCG@{top} {at.ndcg:.3f}, Hit@{top} {at.hit:.3f}"
+        )
+    abstention = modes.jev_only.abstention
+    if abstention is not None:
+        lines.append(
+            f"  abstention: accuracy {_pct(abstention.accuracy)}, false answer rate "
+            f"{_pct(abstention.false_answer_rate)} (the dangerous one), false abstention rate "
+            f"{_pct(abstention.false_abstention_rate)}"
+        )
+    if report.slices is not None:
+        flagged = [s for s in report.slices.slices if s.flag]
+        for s in flagged[:5]:
+            lines.append(f"  slice flagged: {s.dimension}={s.value} ({s.rows} rows): {s.reason}")
     claims = modes.jev_only.claims
     if claims is not None:
         lines.append(

@@ -15,7 +15,7 @@ import orjson
 from ragbatch.answer_checks import Abstention, AnswerCheck, AnswerChecks
 from ragbatch.claim_metrics import ClaimMetrics
 from ragbatch.diagnostics import Finding
-from ragbatch.golden_eval import ChunkAgreement, GoldenHealth, Slices
+from ragbatch.golden_eval import ChunkAgreement, Counterfactual, GoldenHealth, Slices
 from ragbatch.metrics import Calibration, Classification, Component, Latency, Out, Selective
 from ragbatch.pricing import Cost
 from ragbatch.ranking import RetrievalRanking, RowRanking
@@ -207,11 +207,21 @@ class RowResult(Out):
     retrieval_ranking: RowRanking | None = None
     answer_check: AnswerCheck | None = None
     trace_id: str | None = None
+    query_tokens: int | None = None  # whitespace tokens of the question (drift, slices)
     metadata: dict[str, Any] | None = None
+
+
+class Incomplete(Out):
+    """The run stopped early; these rows were not evaluated (rerun to resume from the cache)."""
+
+    reason: str
+    rows_not_evaluated: int
+    first_ids: list[str]
 
 
 class Report(Out):
     report_version: str
+    incomplete: Incomplete | None = None
     dataset: DatasetInfo
     decisions: DecisionsInfo
     policy: PolicyInfo
@@ -224,6 +234,7 @@ class Report(Out):
     golden_health: GoldenHealth | None = None
     slices: Slices | None = None
     diagnostics: list[Finding] | None = None
+    counterfactual: Counterfactual | None = None
     rows: list[RowResult]
 
 

@@ -68,6 +68,7 @@ def row_result(o: RowOutcome, base: Decided, cascade: Decided, routed: bool) -> 
         claims=claim_rows(o) if j.claims is not None else None,
         claim_summary=claim_summary_out(o) if j.claim_summary is not None else None,
         trace_id=o.row.trace_id,
+        query_tokens=len(o.row.question.split()),
         metadata=o.row.metadata,
     )
 

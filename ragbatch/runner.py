@@ -151,6 +151,17 @@ async def run_batch(
     on_row: Callable[[RowOutcome], None] | None = None,
 ) -> list[RowOutcome]:
     """Evaluate every row; the returned list is in input order."""
+    return await run_indexed(enumerate(rows), provider, baseline, config, on_row)
+
+
+async def run_indexed(
+    rows: Iterable[tuple[int, Row]],
+    provider: Provider,
+    baseline: BaselineJudge,
+    config: RunConfig,
+    on_row: Callable[[RowOutcome], None] | None = None,
+) -> list[RowOutcome]:
+    """Evaluate (input index, row) pairs, e.g. one shard of a file; sorted by index."""
     if config.concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     results: dict[int, RowOutcome] = {}
@@ -173,6 +184,6 @@ async def run_batch(
             tg.start_soon(worker, receive.clone())
         receive.close()
         async with send:
-            for index, row in enumerate(rows):
+            for index, row in rows:
                 await send.send((index, row))
-    return [results[i] for i in range(len(results))]
+    return [results[i] for i in sorted(results)]

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ragbatch import metrics as m
+from ragbatch.budget import BUDGET_KIND
 from ragbatch.claim_metrics import ClaimRowInput, claim_metrics
 from ragbatch.golden_eval import golden_sections, row_check, row_ranking
 from ragbatch.outcome import Decided, PricedCall, RowOutcome
@@ -28,6 +29,7 @@ from ragbatch.report import (
     EndToEnd,
     Failures,
     GenerationComponents,
+    Incomplete,
     JevOnlyMode,
     Leg,
     Mode,
@@ -226,8 +228,18 @@ def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
     base_calls = [c for d, r in zip(base, routed, strict=True) if r for c in d.calls]
     cls = cascade_mode.classification
     variants = Counter(o.decision.variant for o in outcomes)
+    skipped = [o.row.id for o in outcomes if o.jev.failure and o.jev.failure.kind == BUDGET_KIND]
     return Report(
         report_version="1",
+        incomplete=(
+            Incomplete(
+                reason="the --max-cost budget was reached; rows left were not evaluated",
+                rows_not_evaluated=len(skipped),
+                first_ids=skipped[:20],
+            )
+            if skipped
+            else None
+        ),
         dataset=DatasetInfo(
             name=info.dataset_name,
             rows=n,

@@ -3,6 +3,7 @@
 To refresh on purpose (and review the diff):
     ragbatch run --out reports/expected-report.json
     ragbatch run datasets/claims-fixture.jsonl --groundedness claims --out reports/expected-report-claims.json
+    ragbatch run datasets/golden-fixture.jsonl --slice-by docType --out reports/expected-report-golden.json
     python -m ragbatch.testing.record          # cache/ + reports/expected-report-jev.json
     ragbatch schema
 """
@@ -39,6 +40,27 @@ def test_claims_report_matches_golden_file(tmp_path: Path) -> None:
     dataset = ROOT / "datasets/claims-fixture.jsonl"
     assert run(str(dataset), "--out", str(out), "--groundedness", "claims") == 0
     assert out.read_bytes() == (ROOT / "reports/expected-report-claims.json").read_bytes()
+
+
+def test_golden_set_report_matches_golden_file(tmp_path: Path) -> None:
+    out = tmp_path / "golden.json"
+    dataset = ROOT / "datasets/golden-fixture.jsonl"
+    assert run(str(dataset), "--out", str(out), "--slice-by", "docType") == 0
+    assert out.read_bytes() == (ROOT / "reports/expected-report-golden.json").read_bytes()
+    r = orjson.loads(out.read_bytes())
+    ranking = r["retrievalRanking"]
+    assert ranking["rows"] >= 50 and set(ranking["at"]) == {"1", "3", "5", "10"}
+    assert set(ranking["at"]["10"]) == {"hit", "recall", "precision", "contextPrecision", "ndcg"}
+    assert {"containsPassRate", "mustNotContainPassRate"} <= set(r["answerChecks"])
+    abstention = r["modes"]["jevOnly"]["abstention"]
+    assert {"accuracy", "falseAbstentionRate", "falseAnswerRate"} <= set(abstention)
+    assert abstention["falseAnswerRate"] > 0  # the fixture plants false answers
+    flagged = {(s["dimension"], s["value"]) for s in r["slices"]["slices"] if s["flag"]}
+    assert ("docType", "table") in flagged  # the planted bad slice
+    labelled = [row for row in r["rows"] if "retrievalRanking" in row]
+    assert len(labelled) == ranking["rows"] and all("traceId" in row for row in r["rows"])
+    layers = [f["layer"] for f in r["diagnostics"]]
+    assert layers == sorted(layers, key=["retrieval", "generation"].index)  # upstream first
 
 
 def test_same_bytes_at_any_concurrency(tmp_path: Path) -> None:

@@ -60,3 +60,7 @@ class RecordedBaseline:
             usage=usage,
             estimated=estimated,
         )
+
+    async def aclose(self) -> None:
+        """Nothing to release (the verdicts come from the rows)."""
+        return None

@@ -1,0 +1,75 @@
+"""The Python API for notebooks: evaluate rows in memory, get the typed report back (I/O).
+
+    import ragbatch
+    report = ragbatch.evaluate([{"id": "r1", "question": ..., "contexts": [...], ...}])
+    report.modes.jev_only.classification.accuracy
+
+Options are the fields of :class:`ragbatch.job.JobConfig` (the same as ``ragbatch run``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import orjson
+from pydantic import ValidationError
+
+from ragbatch.dataset import describe
+from ragbatch.errors import DatasetError
+from ragbatch.job import JobConfig
+from ragbatch.job import evaluate_async as _evaluate_job
+from ragbatch.report import Report
+from ragbatch.schema import Row
+
+
+class MemoryRows:
+    """Rows given as ``Row`` objects or plain dicts (dataset field names), checked like a file."""
+
+    def __init__(self, rows: Iterable[Row | Mapping[str, Any]], name: str = "<memory>") -> None:
+        self._rows = rows
+        self.name = name
+        self.rows = 0
+        self._digest = hashlib.sha256()
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
+
+    def __iter__(self) -> Iterator[Row]:
+        ids: set[str] = set()
+        for number, item in enumerate(self._rows, start=1):
+            try:
+                row = item if isinstance(item, Row) else Row.model_validate(dict(item))
+            except ValidationError as exc:
+                raise DatasetError(self.name, number, describe(exc)) from None
+            if row.id in ids:
+                raise DatasetError(self.name, number, f"duplicate row id {row.id!r}")
+            ids.add(row.id)
+            self._digest.update(
+                orjson.dumps(
+                    row.model_dump(mode="json", by_alias=True, exclude_none=True),
+                    option=orjson.OPT_SORT_KEYS,
+                )
+                + b"\n"
+            )
+            self.rows += 1
+            yield row
+        if self.rows == 0:
+            raise DatasetError(self.name, 0, "no rows given")
+
+
+async def evaluate_async(rows: Iterable[Row | Mapping[str, Any]], **options: Any) -> Report:
+    """Evaluate rows inside a running event loop (Jupyter: ``await ragbatch.evaluate_async(...)``)."""
+    options.setdefault("out", None)
+    config = replace(JobConfig(), **options, source=MemoryRows(rows))
+    return (await _evaluate_job(config)).report
+
+
+def evaluate(rows: Iterable[Row | Mapping[str, Any]], **options: Any) -> Report:
+    """Evaluate rows and return the typed report (runs its own event loop)."""
+    report: Report = anyio.run(lambda: evaluate_async(rows, **options))
+    return report
