@@ -14,6 +14,7 @@ import typer
 
 from ragbatch.cache import CacheMode
 from ragbatch.cli_tools import register
+from ragbatch.dataset import DatasetReader
 from ragbatch.errors import (
     EXIT_INCOMPLETE,
     EXIT_OK,
@@ -21,6 +22,7 @@ from ragbatch.errors import (
     ConfigError,
     RagbatchError,
 )
+from ragbatch.html import report_html
 from ragbatch.job import (
     DEFAULT_CACHE,
     DEFAULT_DATASET,
@@ -30,12 +32,13 @@ from ragbatch.job import (
     run_job,
     write_bytes,
 )
+from ragbatch.markdown import report_markdown
 from ragbatch.partial import parse_shard
 from ragbatch.policy import Thresholds
 from ragbatch.providers.jev import DEFAULT_BASE_URL
 from ragbatch.ranking import DEFAULT_KS
 from ragbatch.render import run_text, summary_text
-from ragbatch.report import report_schema
+from ragbatch.report import Report, report_schema
 from ragbatch.workers import run_workers
 
 app = typer.Typer(
@@ -51,6 +54,17 @@ app = typer.Typer(
 def fail(error: RagbatchError) -> typer.Exit:
     typer.echo(f"error: {error}", err=True)
     return typer.Exit(error.exit_code)
+
+
+def write_views(report: Report, dataset: Path, markdown: Path | None, html: Path | None) -> None:
+    """The human views of a report: Markdown for a PR, one self-contained HTML page."""
+    if markdown is not None:
+        write_bytes(markdown, report_markdown(report).encode())
+    if html is not None:
+        answers = (
+            {row.id: row.answer for row in DatasetReader(dataset)} if dataset.exists() else None
+        )
+        write_bytes(html, report_html(report, answers).encode())
 
 
 def cache_mode(*, offline: bool, refresh: bool, no_cache: bool) -> CacheMode:
@@ -71,6 +85,24 @@ def run(
         Path, typer.Argument(help="JSONL dataset, one row per line (see README: Dataset).")
     ] = DEFAULT_DATASET,
     out: Annotated[Path, typer.Option(help="Where to write the report JSON.")] = DEFAULT_OUT,
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="Dataset format: jsonl (ragbatch rows), ragas (JSONL or CSV with ragas "
+            "columns), csv (with --mapping), golden-yaml (DATASET is golden_set.yaml, joined "
+            "with --outputs).",
+        ),
+    ] = "jsonl",
+    mapping: Annotated[
+        str | None,
+        typer.Option(
+            help="csv: field=column pairs, e.g. question=query,answer=response,contexts=ctx"
+        ),
+    ] = None,
+    outputs: Annotated[
+        Path | None, typer.Option(help="golden-yaml: the JSONL of system outputs to join.")
+    ] = None,
     provider: Annotated[
         str,
         typer.Option(
@@ -150,8 +182,32 @@ def run(
         Path, typer.Option(help="Versioned pricing snapshot (JSON) used to price usage.")
     ] = DEFAULT_PRICING,
     baseline: Annotated[
-        str, typer.Option(help="Fallback judge: 'recorded' (the rows' baseline verdicts).")
+        str,
+        typer.Option(
+            help="Fallback judge: 'recorded' (the rows' baseline verdicts), 'lexical' (a "
+            "deterministic overlap check, offline) or 'llm' (an OpenAI-compatible judge)."
+        ),
     ] = "recorded",
+    judge_base_url: Annotated[
+        str, typer.Option(envvar="RAGBATCH_JUDGE_BASE_URL", help="LLM judge base URL.")
+    ] = "https://api.openai.com",
+    judge_model: Annotated[
+        str, typer.Option(envvar="RAGBATCH_JUDGE_MODEL", help="LLM judge model.")
+    ] = "gpt-4o-mini",
+    judge_api_key: Annotated[
+        str | None,
+        typer.Option(envvar="RAGBATCH_JUDGE_API_KEY", show_default=False, help="LLM judge key."),
+    ] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(help="Calibrated policy file (ragbatch calibrate): its thresholds win."),
+    ] = None,
+    markdown: Annotated[
+        Path | None, typer.Option(help="Also write a Markdown summary (PR comment).")
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option(help="Also write a self-contained HTML report.")
+    ] = None,
     ignore_unknown_fields: Annotated[
         bool,
         typer.Option(
@@ -246,6 +302,13 @@ def run(
             shard=parse_shard(shard) if shard else None,
             partial_out=partial_out,
             max_cost=max_cost,
+            format=format,
+            mapping=mapping,
+            outputs=outputs,
+            policy=policy,
+            judge_base_url=judge_base_url,
+            judge_model=judge_model,
+            judge_api_key=judge_api_key,
             rows_out=rows_out,
             progress="none" if quiet else "auto",
             progress_interval=progress_interval,
@@ -269,11 +332,18 @@ def run(
             result = run_job(config, warn=lambda text: typer.echo(f"warning: {text}", err=True))
     except RagbatchError as error:
         raise fail(error) from None
+    try:
+        write_views(result.report, dataset, markdown, html)
+    except RagbatchError as error:
+        raise fail(error) from None
     if not quiet:
         typer.echo(summary_text(result.report))
         typer.echo(run_text(result.record))
         if rows_out is not None:
             typer.echo(f"  per-row results: {rows_out}")
+        for label, path in (("markdown", markdown), ("html", html)):
+            if path is not None:
+                typer.echo(f"  {label}: {path}")
         if partial_out is not None and shard:
             typer.echo(f"  partial result (shard {shard}): {partial_out}")
         else:

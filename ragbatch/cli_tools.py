@@ -12,7 +12,10 @@ from typing import Annotated, Any
 import orjson
 import typer
 
+from ragbatch.audit import agreement, audit_sample, jsonl_bytes
 from ragbatch.cache import ReplyCache
+from ragbatch.calibrate import calibrate_report
+from ragbatch.calibrate_policy import policy_bytes
 from ragbatch.compare import (
     diff_markdown,
     diff_reports,
@@ -226,7 +229,84 @@ def counterfactual_command(
     )
 
 
+def calibrate_command(
+    report: Annotated[Path, typer.Argument(help="A report with expected labels.")],
+    target_risk: Annotated[
+        float, typer.Option(help="Most diagnosis error allowed among automatic rows.")
+    ] = 0.05,
+    confidence: Annotated[float, typer.Option(help="Confidence of the upper bound.")] = 0.95,
+    folds: Annotated[int, typer.Option(min=2, help="Cross-validation folds.")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed of the fold split.")] = 0,
+    out: Annotated[Path, typer.Option(help="Where to write the policy.")] = Path("policy.json"),
+) -> None:
+    """Fit fail/pass thresholds that maximise automatic coverage within a risk target.
+
+    The Clopper-Pearson upper bound of the error among auto-routed rows must stay at or
+    below --target-risk; held-out (cross-validated) risk and coverage are reported next to
+    the in-sample ones. Refuses when the data cannot support the target.
+    """
+    try:
+        policy = calibrate_report(read_report(report), target_risk, confidence, folds, seed)
+    except RagbatchError as error:
+        raise _fail(error) from None
+    write_bytes(out, policy_bytes(policy))
+    ins, held = policy.in_sample, policy.held_out
+    typer.echo(
+        f"policy {policy.version[:19]}… -> {out}: fail {policy.fail_threshold}, pass "
+        f"{policy.pass_threshold}, {len(policy.per_judgment)} per-judgment overrides\n"
+        f"  in-sample: coverage {ins.coverage:.1%}, risk {ins.risk:.2%}, upper bound "
+        f"{ins.risk_upper_bound:.2%}\n"
+        f"  held-out ({held.folds} folds): coverage {held.coverage:.1%}, risk {held.risk:.2%}, "
+        f"upper bound {held.risk_upper_bound:.2%}"
+    )
+
+
+def audit_sample_command(
+    report: Annotated[Path, typer.Argument(help="The report to sample from.")],
+    rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of rows to sample.")] = 0.1,
+    seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
+    out: Annotated[Path, typer.Option(help="JSONL for people to label.")] = Path("sample.jsonl"),
+) -> None:
+    """A sample stratified by diagnosis and route, for people to label (seed 004: ~10%)."""
+    try:
+        lines = audit_sample(read_report(report)["rows"], rate, seed)
+    except RagbatchError as error:
+        raise _fail(error) from None
+    write_bytes(out, jsonl_bytes(lines))
+    typer.echo(f"wrote {len(lines)} rows to label to {out}")
+
+
+def agreement_command(
+    report: Annotated[Path, typer.Argument(help="The judged report.")],
+    labels: Annotated[Path, typer.Argument(help="The labelled sample (JSONL).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Judge-human agreement overall and per judgment; warns below 80% (seed 004)."""
+    try:
+        lines = [orjson.loads(line) for line in labels.read_bytes().splitlines() if line.strip()]
+        result = agreement(read_report(report)["rows"], lines)
+    except OSError as exc:
+        raise _fail(ConfigError(f"cannot read labels {labels}: {exc.strerror or exc}")) from None
+    except orjson.JSONDecodeError as exc:
+        raise _fail(ConfigError(f"{labels}: not valid JSONL ({exc})")) from None
+    except RagbatchError as error:
+        raise _fail(error) from None
+    kappa = "n/a" if result.kappa is None else f"{result.kappa:.3f}"
+    if json_out:
+        typer.echo(result.model_dump_json(by_alias=True))
+    else:
+        typer.echo(
+            f"agreement {result.agreement:.1%} on {result.decided} decided rows "
+            f"(kappa {kappa}), {result.fallback} fallback rows"
+        )
+    if result.warning:
+        typer.echo(f"warning: {result.warning}", err=True)
+
+
 def register(app: typer.Typer) -> None:
+    app.command("calibrate")(calibrate_command)
+    app.command("audit-sample")(audit_sample_command)
+    app.command("agreement")(agreement_command)
     app.command("counterfactual")(counterfactual_command)
     app.command("estimate")(estimate_command)
     app.command("merge")(merge_command)

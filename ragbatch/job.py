@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,9 +19,10 @@ import orjson
 
 from ragbatch.budget import BudgetedProvider, SpendLimit
 from ragbatch.cache import CachedProvider, CacheMode, ReplyCache
+from ragbatch.calibrate_policy import load_policy, thresholds_of
 from ragbatch.claims import EXTRACTORS, Scope
-from ragbatch.dataset import DatasetReader
 from ragbatch.errors import ConfigError, PricingError, RagbatchError
+from ragbatch.importers import open_dataset
 from ragbatch.outcome import RowOutcome
 from ragbatch.partial import shard_of, write_partial
 from ragbatch.policy import Thresholds
@@ -37,6 +38,8 @@ from ragbatch.providers.jev import (
     JevSettings,
     OfflineJev,
 )
+from ragbatch.providers.lexical import LexicalBaseline
+from ragbatch.providers.llm_judge import API_KEY_ENV, LlmJudge
 from ragbatch.providers.mock import MockProvider
 from ragbatch.ranking import DEFAULT_KS
 from ragbatch.ratelimit import RateLimiter
@@ -98,11 +101,18 @@ class JobConfig:
     slice_by: tuple[str, ...] = ()
     ks: tuple[int, ...] = DEFAULT_KS
     # sharding: evaluate only shard K of N and write a partial result instead of a report
+    judge_base_url: str = "https://api.openai.com"
+    judge_api_key: str | None = field(default=None, repr=False)
+    judge_model: str = "gpt-4o-mini"
+    policy: Path | None = None  # a calibrated policy file: its thresholds win
     max_cost: float | None = None
     rows_out: Path | None = None
     progress: str = "none"  # auto | rich | plain | none
     progress_interval: float = 5.0
-    # rows from somewhere else than a JSONL file (the Python API, importers)
+    format: str = "jsonl"  # jsonl | ragas | csv | golden-yaml
+    mapping: str | None = None  # csv: field=column,...
+    outputs: Path | None = None  # golden-yaml: the JSONL of system outputs
+    # rows from somewhere else than a file (the Python API)
     source: RowSource | None = field(default=None, compare=False)
     shard: tuple[int, int] | None = None
     partial_out: Path | None = None
@@ -175,6 +185,23 @@ def make_provider(
     return cached, cached, warnings
 
 
+def load_thresholds(config: JobConfig) -> tuple[Thresholds, str | None]:
+    """The thresholds of --policy (and its version), else the configured ones."""
+    if config.policy is None:
+        return config.thresholds, None
+    try:
+        data = config.policy.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read policy {config.policy}: {exc.strerror or exc}") from None
+    policy = load_policy(data, str(config.policy))
+    per = tuple(
+        (name, pair[0], pair[1])
+        for name, pair in sorted(thresholds_of(policy).items())
+        if pair != (policy.fail_threshold, policy.pass_threshold)
+    )
+    return Thresholds(policy.fail_threshold, policy.pass_threshold, per), policy.version
+
+
 def make_claims(config: JobConfig) -> ClaimConfig | None:
     """Claim mode settings, or None for basic (whole-answer) groundedness."""
     if config.groundedness == "basic":
@@ -198,9 +225,28 @@ def make_claims(config: JobConfig) -> ClaimConfig | None:
 
 
 def make_baseline(config: JobConfig) -> BaselineJudge:
+    """The fallback judge: recorded verdicts, the lexical check, or an LLM judge."""
     if config.baseline == "recorded":
         return RecordedBaseline()
-    raise ConfigError(f"unknown baseline {config.baseline!r}; choose recorded")
+    if config.baseline == "lexical":
+        return LexicalBaseline()
+    if config.baseline == "llm":
+        if not config.judge_api_key and config.cache_mode != "offline":
+            raise ConfigError(f"--baseline llm needs a key: set {API_KEY_ENV}")
+        limiter = RateLimiter(config.concurrency, max_rps=config.max_rps)
+        cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
+        return LlmJudge(
+            config.judge_base_url,
+            config.judge_api_key or "",
+            config.judge_model,
+            cache,
+            limiter,
+            timeout_s=config.attempt_timeout_s,
+            max_retries=config.max_retries,
+            backoff_initial_s=config.backoff_initial_s,
+            backoff_max_s=config.backoff_max_s,
+        )
+    raise ConfigError(f"unknown baseline {config.baseline!r}; choose recorded, lexical or llm")
 
 
 def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -251,10 +297,16 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
     if config.shard is not None and config.partial_out is None:
         raise ConfigError("--shard needs --partial-out PATH (merge partials with ragbatch merge)")
     pricing = load_pricing(config.pricing)
+    thresholds, policy_version = load_thresholds(config)
+    config = replace(config, thresholds=thresholds)
     claims = make_claims(config)
     baseline = make_baseline(config)
-    reader = config.source or DatasetReader(
-        config.dataset, ignore_unknown_fields=config.ignore_unknown_fields
+    reader = config.source or open_dataset(
+        config.dataset,
+        config.format,
+        mapping=config.mapping,
+        outputs=config.outputs,
+        ignore_unknown_fields=config.ignore_unknown_fields,
     )
     provider, cached, warnings = make_provider(config, pricing)  # last: it holds connections
     for warning in warnings:
@@ -291,6 +343,7 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         raise
     finally:
         await provider.aclose()
+        await baseline.aclose()
     wall = time.perf_counter() - started
     info = RunInfo(
         dataset_name=reader.name,
@@ -303,6 +356,7 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         claims=(claims.extractor.name, claims.scope) if claims else None,
         ks=config.ks,
         slice_by=config.slice_by,
+        policy_version=policy_version,
     )
     report = summarize(outcomes, info)
     data = report_bytes(report)

@@ -40,8 +40,10 @@ class DecisionsInfo(Out):
 
 class PolicyInfo(Out):
     name: str
+    version: str | None = None  # a calibrated policy file's content hash
     fail_threshold: float
     pass_threshold: float
+    per_judgment: dict[str, tuple[float, float]] | None = None  # judgment: (fail, pass)
     precedence: list[str]
 
 

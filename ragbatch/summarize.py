@@ -210,6 +210,7 @@ class RunInfo:
     claims: tuple[str, str] | None = None  # (extractor, scope) in claim mode
     ks: tuple[int, ...] = DEFAULT_KS
     slice_by: tuple[str, ...] = ()
+    policy_version: str | None = None
 
 
 def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
@@ -253,7 +254,9 @@ def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
             rows_by_variant=dict(sorted(variants.items())),
         ),
         policy=PolicyInfo(
-            name="default",
+            name="calibrated" if info.policy_version else "default",
+            version=info.policy_version,
+            per_judgment={n: (f, p) for n, f, p in info.thresholds.per} or None,
             fail_threshold=info.thresholds.fail,
             pass_threshold=info.thresholds.pass_,
             precedence=PRECEDENCE,

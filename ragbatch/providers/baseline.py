@@ -38,6 +38,10 @@ class BaselineJudge(Protocol):
         """A verdict for the row, or raise ProviderError (a failed baseline row)."""
         ...
 
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
 
 class RecordedBaseline:
     """The verdict recorded in each row's ``baseline`` block."""
