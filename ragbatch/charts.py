@@ -157,3 +157,37 @@ def tradeoff_svg(report: Report) -> str:
                 ax.xaxis.set_major_formatter(PercentFormatter(1.0))
         axes[0].invert_yaxis()  # shared: first mode on top
         return svg_text(fig, "tradeoff")
+
+
+def sweep_svg(report: Report) -> str:
+    """The threshold sweep as a curve: automatic coverage against cascade accuracy and cost."""
+    assert report.tradeoff is not None
+    points = report.tradeoff.points
+    coverage = [p.jev_only.coverage for p in points]
+    with matplotlib.rc_context(RC):
+        fig = _figure(7.5, 3.2)
+        ax = fig.subplots()
+        _style(ax)
+        ax.plot(coverage, [p.cascade.accuracy for p in points], "o-", color=COLORS["cascade"],
+                label="cascade accuracy")  # fmt: skip
+        ax.plot(coverage, [p.jev_only.accuracy for p in points], "s--", color=COLORS["Jev-only"],
+                label="Jev-only accuracy")  # fmt: skip
+        for p, x in zip(points, coverage, strict=True):
+            mark = " (run)" if p.policy == "run" else ""
+            ax.annotate(f"{p.fail_threshold:g}/{p.pass_threshold:g}{mark}", (x, p.cascade.accuracy),
+                        textcoords="offset points", xytext=(4, 6), fontsize=7)  # fmt: skip
+        ax.set(xlim=(0, 1.02), ylim=(0, 1.05), xlabel="share of rows Jev decides automatically")
+        ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set_ylabel("accuracy")
+        costs = [p.cascade.cost_usd for p in points]
+        known = [c for c in costs if c is not None]
+        if len(known) == len(costs):
+            twin = ax.twinx()
+            twin.plot(coverage, known, "^:", color=COLORS["baseline"], label="cascade cost (USD)")
+            twin.set_ylabel("cascade cost (USD)")
+            twin.set_ylim(0, max(known) * 1.2 or 1.0)
+            twin.legend(loc="lower right", fontsize=8, frameon=False)
+        ax.legend(loc="lower left", fontsize=8, frameon=False)
+        ax.set_title("Threshold sweep: automatic coverage vs quality and cost")
+        return svg_text(fig, "sweep")

@@ -168,6 +168,7 @@ def report_html(report: Report, answers: Mapping[str, str] | None = None) -> str
             "reliability": Markup(charts.reliability_svg(modes)),
             "risk_coverage": Markup(charts.risk_coverage_svg(modes)),
             "tradeoff": Markup(charts.tradeoff_svg(report)),
+            "sweep": Markup(charts.sweep_svg(report)) if report.tradeoff else None,
         },
         "confusion": confusion_view(report),
         "shades": range(SHADES + 1),

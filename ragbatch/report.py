@@ -20,6 +20,7 @@ from ragbatch.metrics import Calibration, Classification, Component, Latency, Ou
 from ragbatch.pricing import Cost
 from ragbatch.ranking import RetrievalRanking, RowRanking
 from ragbatch.schema import Diagnosis, GenerationJudgments, RetrievalJudgments, Route
+from ragbatch.tradeoff import Tradeoff
 
 REPORT_VERSION = "1"
 
@@ -230,6 +231,7 @@ class Report(Out):
     provider: ProviderInfo
     pricing: PricingInfo
     modes: Modes
+    tradeoff: Tradeoff | None = None
     retrieval_ranking: RetrievalRanking | None = None
     answer_checks: AnswerChecks | None = None
     chunk_agreement: dict[str, ChunkAgreement] | None = None

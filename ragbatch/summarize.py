@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ragbatch import metrics as m
 from ragbatch.budget import BUDGET_KIND
@@ -43,6 +43,7 @@ from ragbatch.report import (
     UsageTotals,
 )
 from ragbatch.row_results import row_result
+from ragbatch.tradeoff import NOTE, SWEEP, Tradeoff, TradeoffPoint, point_of, rejudge
 
 PRECEDENCE = [
     "CONFLICTING_EVIDENCE",
@@ -213,6 +214,44 @@ class RunInfo:
     policy_version: str | None = None
 
 
+def build_tradeoff(
+    outcomes: Sequence[RowOutcome],
+    run_thresholds: Thresholds,
+    pricing: PricingSnapshot,
+    jev: Sequence[Decided],
+    base: Sequence[Decided],
+) -> Tradeoff:
+    """Every sweep point plus the run's own thresholds, on the same rows."""
+    n = len(outcomes)
+    base_mode = point_of(mode_metrics(base, pricing), 1.0 if n else 0.0)
+    pairs = [
+        (f, p, "sweep") for f, p in SWEEP if (f, p) != (run_thresholds.fail, run_thresholds.pass_)
+    ]
+    pairs.append((run_thresholds.fail, run_thresholds.pass_, "run"))
+    points = []
+    for fail, pass_, label in sorted(pairs):
+        thresholds = run_thresholds if label == "run" else Thresholds(fail, pass_)
+        verdicts = [rejudge(o.jev, thresholds) for o in outcomes]
+        jev_rows = [
+            d if v is None else replace(d, diagnosis=v.diagnosis, confidence=v.confidence)
+            for d, v in zip(jev, verdicts, strict=True)
+        ]
+        routed = [v is not None and v.route == "fallback" for v in verdicts]
+        cascade = [cascade_decided(j, b, r) for j, b, r in zip(jev_rows, base, routed, strict=True)]
+        coverage = m.safe(sum(v is not None and v.route == "auto" for v in verdicts), n)
+        points.append(
+            TradeoffPoint(
+                fail_threshold=fail,
+                pass_threshold=pass_,
+                policy=label,
+                jev_only=point_of(mode_metrics(jev_rows, pricing), coverage),
+                baseline=base_mode,
+                cascade=point_of(mode_metrics(cascade, pricing), coverage),
+            )
+        )
+    return Tradeoff(note=NOTE, points=points)
+
+
 def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
     """The whole report, from outcomes in input order."""
     jev = [jev_decided(o) for o in outcomes]
@@ -310,6 +349,7 @@ def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
                 ),
             ),
         ),
+        tradeoff=build_tradeoff(outcomes, info.thresholds, info.pricing, jev, base),
         **{k: v for k, v in dict(golden).items() if k != "abstention"},
         rows=[
             row_result(o, b, c, r).model_copy(

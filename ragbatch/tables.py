@@ -20,7 +20,7 @@ from ragbatch.pricing import Cost
 from ragbatch.report import Mode, Report
 
 KNOWN_SECTIONS = {"reportVersion", "dataset", "decisions", "policy", "provider", "pricing", "modes"}
-KNOWN_SECTIONS |= {"rows", "slices"}
+KNOWN_SECTIONS |= {"rows", "slices", "tradeoff"}
 HEADLINE = "mode,accuracy,overall accuracy,macro-F1,failures,ECE,AURC,p50 latency,p95 latency"
 HEADLINE += ",tokens,cost"
 LIMITS = (

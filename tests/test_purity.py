@@ -45,6 +45,7 @@ PURE = [
     "ragbatch.audit",
     "ragbatch.tables",
     "ragbatch.markdown",
+    "ragbatch.tradeoff",
 ]
 # The four the style guide names, plus the standard ways to reach files, processes or sockets.
 FORBIDDEN_MODULES = {
