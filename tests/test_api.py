@@ -1,0 +1,51 @@
+"""The Python API: the README's example runs as written; in-memory rows are checked like a file."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+import ragbatch
+from ragbatch.errors import DatasetError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- api-example -->\s*```python\n(.*?)```", readme, re.S)
+    assert block is not None
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        exec(compile(block.group(1), "README.md", "exec"), {})
+    finally:
+        os.chdir(cwd)
+    accuracy, fallback = capsys.readouterr().out.split()
+    assert 0 < float(accuracy) < 1 and 0 < float(fallback) < 1
+
+
+def test_evaluate_matches_the_cli_report() -> None:
+    import orjson
+
+    rows = [
+        orjson.loads(line)
+        for line in (ROOT / "datasets/rag-fixture.jsonl").read_bytes().splitlines()
+    ]
+    report = ragbatch.evaluate(rows, pricing=ROOT / "pricing/typesafe-2026-12.json")
+    golden = orjson.loads((ROOT / "reports/expected-report.json").read_bytes())
+    assert (
+        report.model_dump(mode="json", by_alias=True, exclude_none=True)["modes"] == golden["modes"]
+    )
+    assert report.dataset.name == "<memory>"
+
+
+def test_bad_rows_name_their_position() -> None:
+    with pytest.raises(DatasetError) as caught:
+        ragbatch.evaluate(
+            [{"id": "a", "question": "q", "contexts": [], "answer": "x"}, {"id": "b"}]
+        )
+    assert str(caught.value) == "<memory>:2: missing field 'question'"
