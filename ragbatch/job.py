@@ -9,244 +9,64 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
 import anyio
 import orjson
 
-from ragbatch.budget import BudgetedProvider, SpendLimit
-from ragbatch.cache import CachedProvider, CacheMode, ReplyCache
-from ragbatch.calibrate_policy import load_policy, thresholds_of
-from ragbatch.claims import EXTRACTORS, Scope
-from ragbatch.errors import ConfigError, PricingError, RagbatchError
+from ragbatch.budget import BudgetedProvider
+from ragbatch.cache import CachedProvider
+from ragbatch.config import (
+    DEFAULT_CACHE,
+    DEFAULT_DATASET,
+    DEFAULT_OUT,
+    DEFAULT_PRICING,
+    JobConfig,
+    JobResult,
+    RowSource,
+    write_bytes,
+)
+from ragbatch.errors import ConfigError, RagbatchError
+from ragbatch.factory import (
+    load_pricing,
+    load_thresholds,
+    make_baseline,
+    make_claims,
+    make_provider,
+)
 from ragbatch.importers import open_dataset
 from ragbatch.outcome import RowOutcome
 from ragbatch.partial import shard_of, write_partial
-from ragbatch.policy import Thresholds
-from ragbatch.pricing import PricingSnapshot, parse_pricing, total_cost
+from ragbatch.pricing import PricingSnapshot, total_cost
 from ragbatch.progress import Progress, Snapshot, count_lines
 from ragbatch.providers.base import Provider
-from ragbatch.providers.baseline import BaselineJudge, RecordedBaseline
 from ragbatch.providers.jev import (
-    DEFAULT_BASE_URL,
-    DEFAULT_MODEL,
-    MODEL_ALIASES,
     JevProvider,
-    JevSettings,
-    OfflineJev,
 )
-from ragbatch.providers.lexical import LexicalBaseline
-from ragbatch.providers.llm_judge import API_KEY_ENV, LlmJudge
-from ragbatch.providers.mock import MockProvider
-from ragbatch.ranking import DEFAULT_KS
-from ragbatch.ratelimit import RateLimiter
-from ragbatch.report import Report, report_bytes
+from ragbatch.report import report_bytes
 from ragbatch.rows_out import RowsWriter
-from ragbatch.runner import ClaimConfig, RunConfig, run_indexed
-from ragbatch.schema import Row
+from ragbatch.runner import RunConfig, run_indexed
 from ragbatch.summarize import RunInfo, summarize
 
-DEFAULT_DATASET = Path("datasets/rag-fixture.jsonl")
-DEFAULT_OUT = Path("reports/report.json")
-DEFAULT_PRICING = Path("pricing/typesafe-2026-12.json")
-DEFAULT_CACHE = Path("cache")
-
-
-class RowSource(Protocol):
-    """Rows to evaluate; ``name``, ``rows`` and ``sha256`` are known once iterated."""
-
-    name: str
-    rows: int
-
-    @property
-    def sha256(self) -> str: ...
-
-    def __iter__(self) -> Iterator[Row]: ...
-
-
-@dataclass(frozen=True)
-class JobConfig:
-    dataset: Path = DEFAULT_DATASET
-    out: Path | None = DEFAULT_OUT
-    provider: str = "mock"
-    model: str | None = None
-    concurrency: int = 32
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    pricing: Path = DEFAULT_PRICING
-    baseline: str = "recorded"
-    ignore_unknown_fields: bool = False
-    run_record: Path | None = None
-    # live Jev
-    api_key: str | None = field(default=None, repr=False)
-    base_url: str = DEFAULT_BASE_URL
-    cache_dir: Path = DEFAULT_CACHE
-    cache_mode: CacheMode = "use"
-    attempt_timeout_s: float = 30.0
-    row_deadline_s: float = 300.0
-    max_retries: int = 4
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 5.0
-    max_rps: float | None = None
-    max_tokens_per_s: float | None = None
-    adaptive: bool = True
-    max_error_rate: float | None = None
-    error_budget_rows: int = 20
-    # claim mode
-    groundedness: str = "basic"
-    claim_evidence: str = "cited"
-    claim_extractor: str = "provided"
-    slice_by: tuple[str, ...] = ()
-    ks: tuple[int, ...] = DEFAULT_KS
-    # sharding: evaluate only shard K of N and write a partial result instead of a report
-    judge_base_url: str = "https://api.openai.com"
-    judge_api_key: str | None = field(default=None, repr=False)
-    judge_model: str = "gpt-4o-mini"
-    policy: Path | None = None  # a calibrated policy file: its thresholds win
-    max_cost: float | None = None
-    rows_out: Path | None = None
-    progress: str = "none"  # auto | rich | plain | none
-    progress_interval: float = 5.0
-    format: str = "jsonl"  # jsonl | ragas | csv | golden-yaml
-    mapping: str | None = None  # csv: field=column,...
-    outputs: Path | None = None  # golden-yaml: the JSONL of system outputs
-    # rows from somewhere else than a file (the Python API)
-    source: RowSource | None = field(default=None, compare=False)
-    shard: tuple[int, int] | None = None
-    partial_out: Path | None = None
-
-
-@dataclass(frozen=True, repr=False)
-class JobResult:
-    report: Report
-    report_bytes: bytes
-    wall_s: float
-    rows_per_s: float
-    record: dict[str, Any]
-
-    def __repr__(self) -> str:
-        # Short on purpose: asyncio may repr the finished task's result, report included.
-        return f"JobResult(rows={self.report.dataset.rows}, wall_s={self.wall_s:.3f})"
-
-
-def load_pricing(path: Path) -> PricingSnapshot:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise PricingError(
-            f"cannot read pricing snapshot {path}: {exc.strerror or exc} (pass --pricing FILE)"
-        ) from None
-    return parse_pricing(data, str(path))
-
-
-def make_provider(
-    config: JobConfig, pricing: PricingSnapshot
-) -> tuple[Provider, CachedProvider | None, list[str]]:
-    """The provider for the run: budget-limited, and behind the reply cache for live Jev."""
-    limit = SpendLimit(config.max_cost, pricing) if config.max_cost is not None else None
-    if config.provider == "mock":
-        provider: Provider = MockProvider(config.model) if config.model else MockProvider()
-        return (BudgetedProvider(provider, limit) if limit else provider), None, []
-    if config.provider != "jev":
-        raise ConfigError(f"unknown provider {config.provider!r}; choose mock or jev")
-    model = config.model or DEFAULT_MODEL
-    warnings = []
-    if model in MODEL_ALIASES and config.cache_mode != "off":
-        warnings.append(
-            f"model {model!r} is an alias: the release behind it can change between runs, so "
-            "a cache keyed on it can mix releases; pin a release (e.g. --model jev-1.13.0) "
-            "for reproducible backfills"
-        )
-    settings = JevSettings(
-        api_key=config.api_key,
-        base_url=config.base_url,
-        model=model,
-        attempt_timeout_s=config.attempt_timeout_s,
-        row_deadline_s=config.row_deadline_s,
-        max_retries=config.max_retries,
-        backoff_initial_s=config.backoff_initial_s,
-        backoff_max_s=config.backoff_max_s,
-    )
-    limiter = RateLimiter(
-        config.concurrency,
-        max_rps=config.max_rps,
-        max_tokens_per_s=config.max_tokens_per_s,
-        adaptive=config.adaptive,
-    )
-    inner: Provider = (
-        OfflineJev(model) if config.cache_mode == "offline" else JevProvider(settings, limiter)
-    )
-    cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
-    if limit is not None:
-        inner = BudgetedProvider(inner, limit)
-    cached = CachedProvider(inner, cache, config.cache_mode)
-    return cached, cached, warnings
-
-
-def load_thresholds(config: JobConfig) -> tuple[Thresholds, str | None]:
-    """The thresholds of --policy (and its version), else the configured ones."""
-    if config.policy is None:
-        return config.thresholds, None
-    try:
-        data = config.policy.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read policy {config.policy}: {exc.strerror or exc}") from None
-    policy = load_policy(data, str(config.policy))
-    per = tuple(
-        (name, pair[0], pair[1])
-        for name, pair in sorted(thresholds_of(policy).items())
-        if pair != (policy.fail_threshold, policy.pass_threshold)
-    )
-    return Thresholds(policy.fail_threshold, policy.pass_threshold, per), policy.version
-
-
-def make_claims(config: JobConfig) -> ClaimConfig | None:
-    """Claim mode settings, or None for basic (whole-answer) groundedness."""
-    if config.groundedness == "basic":
-        return None
-    if config.groundedness != "claims":
-        raise ConfigError(
-            f"unknown groundedness mode {config.groundedness!r}; choose basic or claims"
-        )
-    extractor = EXTRACTORS.get(config.claim_extractor)
-    if extractor is None:
-        raise ConfigError(
-            f"unknown claim extractor {config.claim_extractor!r}; choose "
-            + " or ".join(sorted(EXTRACTORS))
-        )
-    if config.claim_evidence not in ("cited", "context"):
-        raise ConfigError(
-            f"unknown claim evidence scope {config.claim_evidence!r}; choose cited or context"
-        )
-    scope: Scope = "cited" if config.claim_evidence == "cited" else "context"
-    return ClaimConfig(extractor, scope)
-
-
-def make_baseline(config: JobConfig) -> BaselineJudge:
-    """The fallback judge: recorded verdicts, the lexical check, or an LLM judge."""
-    if config.baseline == "recorded":
-        return RecordedBaseline()
-    if config.baseline == "lexical":
-        return LexicalBaseline()
-    if config.baseline == "llm":
-        if not config.judge_api_key and config.cache_mode != "offline":
-            raise ConfigError(f"--baseline llm needs a key: set {API_KEY_ENV}")
-        limiter = RateLimiter(config.concurrency, max_rps=config.max_rps)
-        cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
-        return LlmJudge(
-            config.judge_base_url,
-            config.judge_api_key or "",
-            config.judge_model,
-            cache,
-            limiter,
-            timeout_s=config.attempt_timeout_s,
-            max_retries=config.max_retries,
-            backoff_initial_s=config.backoff_initial_s,
-            backoff_max_s=config.backoff_max_s,
-        )
-    raise ConfigError(f"unknown baseline {config.baseline!r}; choose recorded, lexical or llm")
+__all__ = [
+    "DEFAULT_CACHE",
+    "DEFAULT_DATASET",
+    "DEFAULT_OUT",
+    "DEFAULT_PRICING",
+    "JobConfig",
+    "JobResult",
+    "RowSource",
+    "evaluate_async",
+    "load_pricing",
+    "load_thresholds",
+    "make_baseline",
+    "make_claims",
+    "make_provider",
+    "run_job",
+    "write_bytes",
+]
 
 
 def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -442,11 +262,3 @@ def run_record(
 def run_job(config: JobConfig, warn: Callable[[str], None] = _ignore) -> JobResult:
     """Run the job in a fresh event loop (the CLI's entry)."""
     return anyio.run(evaluate_async, config, warn)
-
-
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write atomically: a reader never sees half a report."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
