@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, cast
 
+from ragbatch.testing.loopback import LoopbackServer
+
 __all__ = ["ChatFault", "ChatFaultKind", "ChatServer", "ContentFn", "default_verdict"]
 
 ChatFaultKind = Literal[
@@ -169,7 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, reply)
 
 
-class ChatServer:
+class ChatServer(LoopbackServer):
     """A threaded chat server on ``127.0.0.1:<random port>``; ``with`` or start()/stop().
 
     Counters (written under a lock): ``requests_total`` (chat POSTs), ``responses_by_status``,
@@ -185,43 +187,13 @@ class ChatServer:
         self.content_fn = content_fn
         self._lock = threading.Lock()
         self._faults: deque[ChatFault] = deque()
-        self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
+        super().__init__()
         self.requests_total = 0
         self.responses_by_status = {}
         self.bodies = []
 
-    def start(self) -> ChatServer:
-        """Bind a free loopback port and serve on a daemon thread."""
-        if self._httpd is not None:
-            raise RuntimeError("ChatServer already started")
-        self._stopping.clear()
-        self._httpd = _HTTPServer(self)
-        threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving, wake scripted waits, close the listening socket."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is not None:
-            self._stopping.set()
-            httpd.shutdown()
-            httpd.server_close()
-
-    def __enter__(self) -> ChatServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT`` (raises if not started)."""
-        if self._httpd is None:
-            raise RuntimeError("ChatServer not started")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+    def _make_httpd(self) -> _HTTPServer:
+        return _HTTPServer(self)
 
     def push(self, *faults: ChatFault) -> None:
         """Queue faults, consumed one per chat POST in FIFO order."""

@@ -28,6 +28,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, cast
 
+from ragbatch.testing.loopback import LoopbackServer
+
 __all__ = [
     "AnswerFn",
     "Fault",
@@ -339,7 +341,7 @@ def _phrase(status: int) -> str:
         return "error"
 
 
-class JevServer:
+class JevServer(LoopbackServer):
     """A threaded Jev server on ``127.0.0.1:<port>`` (0 = random); ``with`` or start()/stop().
 
     Counters, written under a lock, read as attributes: ``requests_total`` (every HTTP
@@ -375,42 +377,12 @@ class JevServer:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._faults: deque[Fault] = deque()
-        self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
+        super().__init__()
         self._request_counter = self._post_index = self._in_flight = 0
         self.reset_counters()
 
-    def start(self) -> JevServer:
-        """Bind the loopback port and serve on a daemon thread."""
-        if self._httpd is not None:
-            raise RuntimeError("JevServer already started")
-        self._stopping.clear()
-        self._httpd = _HTTPServer(self, self._port)
-        threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving, wake pending sleeps (hangs), close the listening socket."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is not None:
-            self._stopping.set()
-            httpd.shutdown()
-            httpd.server_close()
-
-    def __enter__(self) -> JevServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT`` (raises if not started)."""
-        if self._httpd is None:
-            raise RuntimeError("JevServer not started")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+    def _make_httpd(self) -> _HTTPServer:
+        return _HTTPServer(self, self._port)
 
     def push(self, *faults: Fault) -> None:
         """Queue faults, consumed one per ``POST /v1/systemone`` in FIFO order."""
