@@ -186,7 +186,10 @@ def selective(
     for k, i in enumerate(order, start=1):
         confidence, correct = items[i]
         errors += not correct
-        curve.append(CurvePoint(coverage=k / n, risk=errors / k, threshold=confidence))
+        # model_construct: plain floats computed here; validation per point would dominate
+        curve.append(
+            CurvePoint.model_construct(coverage=k / n, risk=errors / k, threshold=confidence)
+        )
     aurc = safe(math.fsum(p.risk for p in curve), n)
     points: list[SweepPoint] = []
     for t in sweep:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ragbatch.answer_checks import AnswerCheck
 from ragbatch.claim_metrics import supported_only_by_low_authority
 from ragbatch.claims import is_veto
 from ragbatch.outcome import Decided, RowOutcome
+from ragbatch.ranking import RowRanking
 from ragbatch.report import (
     ClaimOut,
     ClaimSummaryOut,
@@ -31,7 +33,14 @@ def _verdict(d: Decided, source: Literal["jev", "baseline"], model: str | None) 
     )
 
 
-def row_result(o: RowOutcome, base: Decided, cascade: Decided, routed: bool) -> RowResult:
+def row_result(
+    o: RowOutcome,
+    base: Decided,
+    cascade: Decided,
+    routed: bool,
+    ranking: RowRanking | None = None,
+    check: AnswerCheck | None = None,
+) -> RowResult:
     j = o.jev
     reply, verdict = j.reply, j.verdict
     base_model = o.baseline.reply.model if o.baseline.reply else None
@@ -67,6 +76,8 @@ def row_result(o: RowOutcome, base: Decided, cascade: Decided, routed: bool) -> 
         ),
         claims=claim_rows(o) if j.claims is not None else None,
         claim_summary=claim_summary_out(o) if j.claim_summary is not None else None,
+        retrieval_ranking=ranking,
+        answer_check=check,
         trace_id=o.row.trace_id,
         query_tokens=len(o.row.question.split()),
         metadata=o.row.metadata,

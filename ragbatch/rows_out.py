@@ -22,9 +22,13 @@ def row_json(outcome: RowOutcome, ks: Sequence[int]) -> bytes:
     jev, base = jev_decided(outcome), baseline_decided(outcome)
     verdict = outcome.jev.verdict
     routed = verdict is not None and verdict.route == "fallback"
-    result = row_result(outcome, base, cascade_decided(jev, base, routed), routed)
-    result = result.model_copy(
-        update={"retrieval_ranking": row_ranking(outcome, ks), "answer_check": row_check(outcome)}
+    result = row_result(
+        outcome,
+        base,
+        cascade_decided(jev, base, routed),
+        routed,
+        row_ranking(outcome, ks),
+        row_check(outcome),
     )
     return result.model_dump_json(by_alias=True, exclude_none=True).encode()
 

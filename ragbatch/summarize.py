@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ragbatch import metrics as m
 from ragbatch.budget import BUDGET_KIND
@@ -43,7 +43,15 @@ from ragbatch.report import (
     UsageTotals,
 )
 from ragbatch.row_results import row_result
-from ragbatch.tradeoff import NOTE, SWEEP, Tradeoff, TradeoffPoint, point_of, rejudge
+from ragbatch.tradeoff import (
+    NOTE,
+    SWEEP,
+    ModeSummary,
+    Tradeoff,
+    TradeoffPoint,
+    point_of,
+    rejudge,
+)
 
 PRECEDENCE = [
     "CONFLICTING_EVIDENCE",
@@ -109,6 +117,17 @@ def mode_metrics(decided: Sequence[Decided], pricing: PricingSnapshot) -> Mode:
             rate=m.safe(len(failures), len(decided)),
             by_kind=dict(sorted(Counter(f.kind for f in failures).items())),
         ),
+    )
+
+
+def mode_summary(decided: Sequence[Decided], pricing: PricingSnapshot) -> ModeSummary:
+    """Classification, cost and latency only: what the trade-off sweep needs, cheaply."""
+    pairs = [(d.expected, d.diagnosis) for d in decided if d.expected is not None]
+    calls = [c for d in decided for c in d.calls]
+    return ModeSummary(
+        classification=m.classification(pairs),
+        cost=total_cost(pricing, ((c.model, c.input_tokens, c.output_tokens) for c in calls)),
+        latency=m.latency(d.latency_ms for d in decided),
     )
 
 
@@ -223,7 +242,7 @@ def build_tradeoff(
 ) -> Tradeoff:
     """Every sweep point plus the run's own thresholds, on the same rows."""
     n = len(outcomes)
-    base_mode = point_of(mode_metrics(base, pricing), 1.0 if n else 0.0)
+    base_mode = point_of(mode_summary(base, pricing), 1.0 if n else 0.0)
     pairs = [
         (f, p, "sweep") for f, p in SWEEP if (f, p) != (run_thresholds.fail, run_thresholds.pass_)
     ]
@@ -233,7 +252,9 @@ def build_tradeoff(
         thresholds = run_thresholds if label == "run" else Thresholds(fail, pass_)
         verdicts = [rejudge(o.jev, thresholds) for o in outcomes]
         jev_rows = [
-            d if v is None else replace(d, diagnosis=v.diagnosis, confidence=v.confidence)
+            d
+            if v is None
+            else Decided(d.expected, v.diagnosis, v.confidence, d.latency_ms, d.calls, None)
             for d, v in zip(jev, verdicts, strict=True)
         ]
         routed = [v is not None and v.route == "fallback" for v in verdicts]
@@ -244,9 +265,9 @@ def build_tradeoff(
                 fail_threshold=fail,
                 pass_threshold=pass_,
                 policy=label,
-                jev_only=point_of(mode_metrics(jev_rows, pricing), coverage),
+                jev_only=point_of(mode_summary(jev_rows, pricing), coverage),
                 baseline=base_mode,
-                cascade=point_of(mode_metrics(cascade, pricing), coverage),
+                cascade=point_of(mode_summary(cascade, pricing), coverage),
             )
         )
     return Tradeoff(note=NOTE, points=points)
@@ -352,9 +373,7 @@ def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
         tradeoff=build_tradeoff(outcomes, info.thresholds, info.pricing, jev, base),
         **{k: v for k, v in dict(golden).items() if k != "abstention"},
         rows=[
-            row_result(o, b, c, r).model_copy(
-                update={"retrieval_ranking": row_ranking(o, info.ks), "answer_check": row_check(o)}
-            )
+            row_result(o, b, c, r, row_ranking(o, info.ks), row_check(o))
             for o, b, c, r in zip(outcomes, base, cascade, routed, strict=True)
         ],
     )

@@ -9,12 +9,14 @@ resolve at an acceptable risk, and what does the fallback still cost?
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ragbatch.claims import claim_result, summarize_claims
-from ragbatch.metrics import Out
+from ragbatch.metrics import Classification, Latency, Out
 from ragbatch.outcome import JevOutcome
 from ragbatch.policy import Thresholds, Verdict, diagnose
+from ragbatch.pricing import Cost
 
 if TYPE_CHECKING:
     from ragbatch.report import Mode
@@ -65,7 +67,14 @@ def rejudge(jev: JevOutcome, thresholds: Thresholds) -> Verdict | None:
     return diagnose(jev.judgments, thresholds, summary)
 
 
-def point_of(mode: Mode, coverage: float) -> ModePoint:
+@dataclass(frozen=True, slots=True)
+class ModeSummary:
+    classification: Classification
+    cost: Cost
+    latency: Latency
+
+
+def point_of(mode: Mode | ModeSummary, coverage: float) -> ModePoint:
     """The trade-off figures of one mode's metrics."""
     c = mode.classification
     return ModePoint(
