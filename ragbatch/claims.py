@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from ragbatch.questions import CLAIM_PREFIX
 from ragbatch.schema import CLAIM_OPTIONS, Claim, Row
@@ -41,12 +41,23 @@ SUPPORT_CRITERIA: dict[str, str | None] = {
 }
 
 
+@runtime_checkable
 class ClaimExtractor(Protocol):
     """Supplies a row's claims. An LLM extractor can implement this later (async wrapper)."""
 
     name: str
 
     def extract(self, row: Row) -> list[Claim]: ...
+
+
+class AsyncClaimExtractor(Protocol):
+    """An extractor that calls a model (e.g. the LLM extractor): awaited by the runner."""
+
+    name: str
+
+    async def extract_async(self, row: Row) -> list[Claim]: ...
+
+    async def aclose(self) -> None: ...
 
 
 class ProvidedClaims:

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from ragbatch.cache import ReplyCache, decode_entry
-from ragbatch.claims import claim_groups
-from ragbatch.errors import ProviderError
+from ragbatch.claims import ClaimExtractor, claim_groups
+from ragbatch.errors import ConfigError, ProviderError
 from ragbatch.metrics import Out
 from ragbatch.pricing import PER_MILLION, PricingSnapshot
 from ragbatch.providers.base import Call
@@ -57,6 +57,11 @@ METHOD = (
 def requests_of(row: Row, model: str, claims: ClaimConfig | None) -> list[JevRequest]:
     requests = [build_request(row, model)]
     if claims is not None:
+        if not isinstance(claims.extractor, ClaimExtractor):
+            raise ConfigError(
+                "cannot estimate claim calls with an extractor that calls a model; estimate "
+                "with --claim-extractor provided or sentences"
+            )
         extracted = claims.extractor.extract(row)
         requests += [g.request for g in claim_groups(row, extracted, claims.scope, model)]
     return requests

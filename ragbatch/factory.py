@@ -11,7 +11,7 @@ from pathlib import Path
 from ragbatch.budget import BudgetedProvider, SpendLimit
 from ragbatch.cache import CachedProvider, ReplyCache
 from ragbatch.calibrate_policy import load_policy, thresholds_of
-from ragbatch.claims import EXTRACTORS, Scope
+from ragbatch.claims import EXTRACTORS, AsyncClaimExtractor, ClaimExtractor, Scope
 from ragbatch.config import JobConfig
 from ragbatch.errors import ConfigError, PricingError
 from ragbatch.policy import Thresholds
@@ -26,7 +26,7 @@ from ragbatch.providers.jev import (
     OfflineJev,
 )
 from ragbatch.providers.lexical import LexicalBaseline
-from ragbatch.providers.llm_judge import API_KEY_ENV, LlmJudge
+from ragbatch.providers.llm_judge import API_KEY_ENV, ChatClient, LlmClaimExtractor, LlmJudge
 from ragbatch.providers.mock import MockProvider
 from ragbatch.ratelimit import RateLimiter
 from ragbatch.runner import ClaimConfig
@@ -111,11 +111,23 @@ def make_claims(config: JobConfig) -> ClaimConfig | None:
         raise ConfigError(
             f"unknown groundedness mode {config.groundedness!r}; choose basic or claims"
         )
-    extractor = EXTRACTORS.get(config.claim_extractor)
+    extractor: ClaimExtractor | AsyncClaimExtractor | None = EXTRACTORS.get(config.claim_extractor)
+    if config.claim_extractor == "llm":
+        if not config.judge_api_key:
+            raise ConfigError(f"--claim-extractor llm needs a key: set {API_KEY_ENV}")
+        chat = ChatClient(
+            config.judge_base_url,
+            config.judge_api_key,
+            config.judge_model,
+            RateLimiter(config.concurrency, max_rps=config.max_rps),
+            timeout_s=config.attempt_timeout_s,
+            max_retries=config.max_retries,
+        )
+        extractor = LlmClaimExtractor(chat)
     if extractor is None:
         raise ConfigError(
             f"unknown claim extractor {config.claim_extractor!r}; choose "
-            + " or ".join(sorted(EXTRACTORS))
+            + " or ".join([*sorted(EXTRACTORS), "llm"])
         )
     if config.claim_evidence not in ("cited", "context"):
         raise ConfigError(

@@ -18,6 +18,7 @@ import orjson
 
 from ragbatch.budget import BudgetedProvider
 from ragbatch.cache import CachedProvider
+from ragbatch.claims import ClaimExtractor
 from ragbatch.config import (
     DEFAULT_CACHE,
     DEFAULT_DATASET,
@@ -164,6 +165,8 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
     finally:
         await provider.aclose()
         await baseline.aclose()
+        if claims is not None and not isinstance(claims.extractor, ClaimExtractor):
+            await claims.extractor.aclose()
     wall = time.perf_counter() - started
     info = RunInfo(
         dataset_name=reader.name,

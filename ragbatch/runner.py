@@ -17,6 +17,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ragbatch.claims import (
+    AsyncClaimExtractor,
     ClaimExtractor,
     ClaimResult,
     Scope,
@@ -73,7 +74,7 @@ class ErrorBudget:
 class ClaimConfig:
     """Claim mode: who supplies claims and which evidence each claim is judged against."""
 
-    extractor: ClaimExtractor
+    extractor: ClaimExtractor | AsyncClaimExtractor
     scope: Scope = "cited"
 
 
@@ -81,7 +82,11 @@ async def judge_claims(
     row: Row, provider: Provider, config: ClaimConfig, thresholds: Thresholds
 ) -> tuple[list[ClaimResult], list[Reply]]:
     """One request per distinct evidence set; claims are then read back in answer order."""
-    claims = config.extractor.extract(row)
+    extractor = config.extractor
+    if isinstance(extractor, ClaimExtractor):
+        claims = extractor.extract(row)
+    else:
+        claims = await extractor.extract_async(row)
     answers: dict[str, dict[str, float]] = {}
     replies = []
     for group in claim_groups(row, claims, config.scope, provider.model):

@@ -213,3 +213,34 @@ def test_bad_claim_input_names_file_and_line(
     result = CliRunner().invoke(app, ["run", str(path), "--groundedness", "claims"])
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: {path}:2: {message}")
+
+
+def test_llm_extractor_feeds_claim_mode_end_to_end(tmp_path: Path) -> None:
+    """`--claim-extractor llm`: claims come from a chat model, then Jev (mock) judges them."""
+    from ragbatch.testing.chat_server import ChatServer
+
+    row = make_row(2, bad=False)
+    data = orjson.loads(row.model_dump_json(by_alias=True, exclude_none=True))
+    del data["claims"]
+    data["mock"]["claims"] = {"x1": GOOD, "x2": GOOD}
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(orjson.dumps(data) + b"\n")
+    listed = {
+        "claims": [{"text": f"Fact number {i} is true.", "citations": [f"p{i}"]} for i in range(2)]
+    }
+    with ChatServer(api_key="judge", content_fn=lambda body: orjson.dumps(listed).decode()) as chat:
+        result = CliRunner().invoke(
+            app,
+            ["run", str(path), "--groundedness", "claims", "--claim-extractor", "llm",
+             "--judge-base-url", chat.base_url, "--out", str(tmp_path / "r.json"), "--quiet"],
+            env={"RAGBATCH_JUDGE_API_KEY": "judge"},
+        )  # fmt: skip
+        assert result.exit_code == 0, result.stderr
+        assert chat.requests_total == 1
+    report = orjson.loads((tmp_path / "r.json").read_bytes())
+    claims = report["rows"][0]["claims"]
+    assert [(c["id"], c["verdict"], c["citations"]) for c in claims] == [
+        ("x1", "supported", ["p0"]),
+        ("x2", "supported", ["p1"]),
+    ]
+    assert report["modes"]["jevOnly"]["claims"]["extractor"] == "llm"

@@ -248,8 +248,10 @@ class LlmClaimExtractor:
     """Claims from an LLM: the ``ClaimExtractor`` shape, but async (``extract_async``).
 
     Only claims whose text is an exact substring of the answer are kept (offsets found in
-    order of appearance); citations that are not context ids of the row are dropped. Not used
-    by the runner yet: claim mode still takes ``provided`` or ``sentences`` claims.
+    order of appearance); citations that are not context ids of the row are dropped. Used by
+    the runner with ``--groundedness claims --claim-extractor llm``. It has no cache of its own,
+    so a rerun extracts again (and may get other claims): for reproducible runs, store the
+    claims in the dataset (``claims``) and use ``provided``.
     """
 
     name = "llm"
@@ -257,6 +259,9 @@ class LlmClaimExtractor:
     def __init__(self, chat: ChatClient) -> None:
         self.chat = chat
         self.dropped = 0  # claims whose text was not found verbatim in the answer
+
+    async def aclose(self) -> None:
+        await self.chat.aclose()
 
     async def extract_async(self, row: Row) -> list[Claim]:
         """The row's claims, or ProviderError (``malformed-response`` for a bad claim list)."""
