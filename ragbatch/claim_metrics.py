@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ragbatch import metrics as m
 from ragbatch.claims import MISSING_CITATION, VETO_RULE, ClaimResult, is_veto, label_fails
 from ragbatch.metrics import Calibration, Classification, Out, Selective
+from ragbatch.outcome import RowOutcome
 from ragbatch.schema import Row
 
 NO_FIT_THRESHOLD = 0.5
@@ -180,6 +181,24 @@ def supported_only_by_low_authority(row: Row, results: Sequence[ClaimResult]) ->
     supported = [r for r in results if r.is_supported and r.evidence]
     return bool(supported) and all(
         all(is_low_authority(authority.get(cid)) for cid in r.evidence) for r in supported
+    )
+
+
+def low_authority_support(o: RowOutcome) -> bool | None:
+    """Judged grounded (p >= 0.5) while every relevant passage (p >= 0.5) has low authority.
+
+    None when the row's contexts carry no authority at all.
+    """
+    row, j = o.row, o.jev.judgments
+    if j is None or not any(c.authority is not None for c in row.contexts):
+        return None
+    grounded = j.generation.groundedness
+    relevant = [c for c in row.contexts if j.retrieval.chunk_relevance.get(c.id, 0.0) >= 0.5]
+    return (
+        grounded is not None
+        and grounded >= 0.5
+        and bool(relevant)
+        and all(is_low_authority(c.authority) for c in relevant)
     )
 
 

@@ -20,6 +20,7 @@ from ragbatch.answer_checks import (
     aggregate_checks,
     check_answer,
 )
+from ragbatch.claim_metrics import low_authority_support, supported_only_by_low_authority
 from ragbatch.diagnostics import Finding, diagnose_metrics
 from ragbatch.metrics import Out
 from ragbatch.outcome import RowOutcome
@@ -69,6 +70,15 @@ class Counterfactual(Out):
     original: Abstention | None = None
 
 
+class Authority(Out):
+    """Source authority, reported apart from entailment (never fed to the support question)."""
+
+    rows_with_authority: int
+    supported_only_by_low_authority: int  # basic or claim mode, see rows[].lowAuthoritySupport
+    ids: list[str]
+    low_authority: str = "user-generated, forum, unknown, or a number below 0.5"
+
+
 class GoldenSections(Out):
     retrieval_ranking: RetrievalRanking | None = None
     answer_checks: AnswerChecks | None = None
@@ -78,6 +88,7 @@ class GoldenSections(Out):
     slices: Slices | None = None
     diagnostics: list[Finding] | None = None
     counterfactual: Counterfactual | None = None
+    authority: Authority | None = None
 
 
 def row_ranking(o: RowOutcome, ks: Sequence[int]) -> RowRanking | None:
@@ -145,12 +156,22 @@ def _slice_item(
     keys = slice_keys(row.question, [c.text for c in row.contexts], row.metadata, fields)
     if row.golden is not None and row.golden.expected_classification is not None:
         keys["expectedClassification"] = row.golden.expected_classification
+    authorities = sorted({str(c.authority) for c in row.contexts if c.authority is not None})
+    if authorities:
+        keys["authority"] = "+".join(authorities)
     expected = row.expected.diagnosis if row.expected else None
     verdict = o.jev.verdict
     correct = None if expected is None else (verdict is not None and verdict.diagnosis == expected)
     check = row_check(o)
+    labels = row.expected.generation if row.expected else None
+    grounded = o.jev.judgments.generation.groundedness if o.jev.judgments else None
     values: dict[str, float | bool | None] = {
         "accuracy": correct,
+        "groundedness": (
+            (grounded >= 0.5) == labels.groundedness
+            if grounded is not None and labels is not None and labels.groundedness is not None
+            else None
+        ),
         f"recall@{k}": ranking.at[k].recall if ranking else None,
         "mrr": ranking.reciprocal_rank if ranking else None,
         "containsPass": check.contains_pass if check else None,
@@ -176,7 +197,8 @@ def golden_sections(
     has_golden = any(o.row.golden is not None for o in outcomes)
     top = str(max(ks))
     items = [_slice_item(o, r, top, slice_by) for o, r in zip(outcomes, rankings, strict=True)]
-    table = slice_table(items, mean_metrics(["accuracy", f"recall@{top}", "mrr", "containsPass"]))
+    names = ["accuracy", "groundedness", f"recall@{top}", "mrr", "containsPass"]
+    table = slice_table(items, mean_metrics(names))
     ranking = aggregate_ranking(labelled, ks) if labelled else None
     abstention = abstention_metrics(pairs) if pairs else None
     is_cf = [
@@ -206,6 +228,24 @@ def golden_sections(
         slices=Slices(rule=RULE, slices=table),
         diagnostics=weak_metrics(ranking, abstention, outcomes) if has_golden else None,
         counterfactual=counterfactual,
+        authority=_authority(outcomes),
+    )
+
+
+def _authority(outcomes: Sequence[RowOutcome]) -> Authority | None:
+    rows = [o for o in outcomes if any(c.authority is not None for c in o.row.contexts)]
+    if not rows:
+        return None
+    flagged = [
+        o.row.id
+        for o in rows
+        if (o.jev.claims is not None and supported_only_by_low_authority(o.row, o.jev.claims))
+        or (o.jev.claims is None and low_authority_support(o))
+    ]
+    return Authority(
+        rows_with_authority=len(rows),
+        supported_only_by_low_authority=len(flagged),
+        ids=flagged[:50],
     )
 
 

@@ -15,7 +15,7 @@ import orjson
 from ragbatch.answer_checks import Abstention, AnswerCheck, AnswerChecks
 from ragbatch.claim_metrics import ClaimMetrics
 from ragbatch.diagnostics import Finding
-from ragbatch.golden_eval import ChunkAgreement, Counterfactual, GoldenHealth, Slices
+from ragbatch.golden_eval import Authority, ChunkAgreement, Counterfactual, GoldenHealth, Slices
 from ragbatch.metrics import Calibration, Classification, Component, Latency, Out, Selective
 from ragbatch.pricing import Cost
 from ragbatch.ranking import RetrievalRanking, RowRanking
@@ -172,6 +172,10 @@ class ClaimOut(Out):
     uncertain: bool
     veto: bool
     expected: str | None = None
+    # Trace links: the claim can be followed back without its row.
+    trace_id: str | None = None
+    sources: list[str] | None = None  # the evidence passages' document ids
+    authority: list[str] | None = None  # the evidence passages' authority (never judged)
 
 
 class ClaimSummaryOut(Out):
@@ -210,6 +214,8 @@ class RowResult(Out):
     retrieval_ranking: RowRanking | None = None
     answer_check: AnswerCheck | None = None
     trace_id: str | None = None
+    # Basic mode: the answer is judged grounded but every relevant passage has low authority.
+    low_authority_support: bool | None = None
     query_tokens: int | None = None  # whitespace tokens of the question (drift, slices)
     metadata: dict[str, Any] | None = None
 
@@ -239,6 +245,7 @@ class Report(Out):
     slices: Slices | None = None
     diagnostics: list[Finding] | None = None
     counterfactual: Counterfactual | None = None
+    authority: Authority | None = None
     rows: list[RowResult]
 
 

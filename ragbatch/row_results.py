@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ragbatch.answer_checks import AnswerCheck
-from ragbatch.claim_metrics import supported_only_by_low_authority
+from ragbatch.claim_metrics import low_authority_support, supported_only_by_low_authority
 from ragbatch.claims import is_veto
 from ragbatch.outcome import Decided, RowOutcome
 from ragbatch.ranking import RowRanking
@@ -79,6 +79,7 @@ def row_result(
         retrieval_ranking=ranking,
         answer_check=check,
         trace_id=o.row.trace_id,
+        low_authority_support=low_authority_support(o),
         query_tokens=len(o.row.question.split()),
         metadata=o.row.metadata,
     )
@@ -86,6 +87,16 @@ def row_result(
 
 def claim_rows(o: RowOutcome) -> list[ClaimOut]:
     labels = (o.row.expected.claims if o.row.expected else None) or {}
+    by_id = {c.id: c for c in o.row.contexts}
+
+    def sources(ids: tuple[str, ...]) -> list[str] | None:
+        found = [s for cid in ids if (s := by_id[cid].source) is not None]
+        return found or None
+
+    def authority(ids: tuple[str, ...]) -> list[str] | None:
+        found = [str(a) for cid in ids if (a := by_id[cid].authority) is not None]
+        return found or None
+
     return [
         ClaimOut(
             id=r.claim.id,
@@ -100,6 +111,9 @@ def claim_rows(o: RowOutcome) -> list[ClaimOut]:
             uncertain=r.uncertain,
             veto=is_veto(r),
             expected=labels.get(r.claim.id),
+            trace_id=o.row.trace_id,
+            sources=sources(r.evidence),
+            authority=authority(r.evidence),
         )
         for r in o.jev.claims or ()
     ]
