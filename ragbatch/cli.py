@@ -248,6 +248,13 @@ def run(
             help="Stream per-row results to this JSONL as rows finish (input order at the end)."
         ),
     ] = None,
+    max_report_rows: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Above this many rows the report keeps aggregates only (use --rows-out).",
+        ),
+    ] = 100_000,
     progress_interval: Annotated[
         float, typer.Option(min=0.0, help="Seconds between plain progress lines (non-terminal).")
     ] = 5.0,
@@ -310,6 +317,7 @@ def run(
             judge_model=judge_model,
             judge_api_key=judge_api_key,
             rows_out=rows_out,
+            max_report_rows=max_report_rows,
             progress="none" if quiet else "auto",
             progress_interval=progress_interval,
             ks=tuple(sorted(set(k))) if k else DEFAULT_KS,

@@ -180,6 +180,7 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         ks=config.ks,
         slice_by=config.slice_by,
         policy_version=policy_version,
+        max_report_rows=config.max_report_rows,
     )
     report = summarize(outcomes, info)
     data = report_bytes(report)

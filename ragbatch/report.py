@@ -228,6 +228,12 @@ class Incomplete(Out):
     first_ids: list[str]
 
 
+class RowsOmitted(Out):
+    rows: int
+    limit: int | None
+    reason: str
+
+
 class Report(Out):
     report_version: str
     incomplete: Incomplete | None = None
@@ -246,6 +252,7 @@ class Report(Out):
     diagnostics: list[Finding] | None = None
     counterfactual: Counterfactual | None = None
     authority: Authority | None = None
+    rows_omitted: RowsOmitted | None = None
     rows: list[RowResult]
 
 

@@ -130,15 +130,21 @@ async def judge_row(
     verdict = diagnose(judgments, thresholds, summary)
     latency = math.fsum([reply.latency_ms, *(r.latency_ms for r in claim_replies)])
     return JevOutcome(
-        reply,
+        _spent(reply),
         judgments,
         verdict,
         None,
         latency,
         claims=tuple(results) if claims else None,
         claim_summary=summary,
-        claim_replies=tuple(claim_replies),
+        claim_replies=tuple(_spent(r) for r in claim_replies),
     )
+
+
+def _spent(reply: Reply) -> Reply:
+    """The reply without its raw answers, once they are read: the outcome keeps what the report
+    needs (model, usage, latency, request id); the answers live on in the cache."""
+    return reply.model_copy(update={"answers": {}})
 
 
 async def baseline_row(row: Row, judge: BaselineJudge) -> BaselineOutcome:

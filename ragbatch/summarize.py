@@ -39,6 +39,7 @@ from ragbatch.report import (
     ProviderInfo,
     Report,
     RetrievalComponents,
+    RowsOmitted,
     Usage,
     UsageTotals,
 )
@@ -231,6 +232,7 @@ class RunInfo:
     ks: tuple[int, ...] = DEFAULT_KS
     slice_by: tuple[str, ...] = ()
     policy_version: str | None = None
+    max_report_rows: int | None = None  # above this, rows[] is left out (aggregates only)
 
 
 def build_tradeoff(
@@ -290,6 +292,7 @@ def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
     cls = cascade_mode.classification
     variants = Counter(o.decision.variant for o in outcomes)
     skipped = [o.row.id for o in outcomes if o.jev.failure and o.jev.failure.kind == BUDGET_KIND]
+    omit_rows = info.max_report_rows is not None and n > info.max_report_rows
     return Report(
         report_version="1",
         incomplete=(
@@ -372,7 +375,18 @@ def summarize(outcomes: Sequence[RowOutcome], info: RunInfo) -> Report:
         ),
         tradeoff=build_tradeoff(outcomes, info.thresholds, info.pricing, jev, base),
         **{k: v for k, v in dict(golden).items() if k != "abstention"},
-        rows=[
+        rows_omitted=(
+            RowsOmitted(
+                rows=n,
+                limit=info.max_report_rows,
+                reason="more rows than --max-report-rows: per-row results are in --rows-out",
+            )
+            if omit_rows
+            else None
+        ),
+        rows=[]
+        if omit_rows
+        else [
             row_result(o, b, c, r, row_ranking(o, info.ks), row_check(o))
             for o, b, c, r in zip(outcomes, base, cascade, routed, strict=True)
         ],

@@ -134,3 +134,26 @@ def test_rows_out_equals_the_report_rows(tmp_path: Path) -> None:
     assert code == 0 and f"per-row results: {rows}" in out
     streamed = [orjson.loads(line) for line in rows.read_bytes().splitlines()]
     assert streamed == report(tmp_path / "r.json")["rows"]
+
+
+def test_large_reports_keep_aggregates_only(tmp_path: Path) -> None:
+    rows, out = tmp_path / "rows.jsonl", tmp_path / "r.json"
+    code, _, _ = cli(
+        "run",
+        DATASET,
+        "--out",
+        str(out),
+        "--pricing",
+        PRICING,
+        "--rows-out",
+        str(rows),
+        "--max-report-rows",
+        "10",
+        "--quiet",
+    )
+    assert code == 0
+    full = report(out)
+    assert full["rows"] == [] and full["rowsOmitted"]["rows"] == 48
+    golden = report(ROOT / "reports/expected-report.json")
+    assert full["modes"] == golden["modes"]  # aggregates are unchanged
+    assert len(rows.read_bytes().splitlines()) == 48
