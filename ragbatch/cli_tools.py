@@ -14,6 +14,7 @@ import typer
 
 from ragbatch.audit import agreement, audit_sample, jsonl_bytes
 from ragbatch.cache import ReplyCache
+from ragbatch.cache_merge import merge_caches
 from ragbatch.calibrate import calibrate_report
 from ragbatch.calibrate_policy import policy_bytes
 from ragbatch.compare import (
@@ -303,7 +304,30 @@ def agreement_command(
         typer.echo(f"warning: {result.warning}", err=True)
 
 
+cache_app = typer.Typer(help="Work on reply caches.", no_args_is_help=True)
+
+
+@cache_app.command("merge")
+def cache_merge_command(
+    sources: Annotated[list[Path], typer.Argument(help="Cache directories to copy from.")],
+    into: Annotated[Path, typer.Option(help="The cache directory to merge into.")] = DEFAULT_CACHE,
+) -> None:
+    """Copy every valid entry of SOURCES into --into (corrupt entries skipped and counted)."""
+    for source in sources:
+        if not source.is_dir():
+            raise _fail(ConfigError(f"cache directory {source} does not exist"))
+    try:
+        stats = merge_caches(sources, into)
+    except RagbatchError as error:
+        raise _fail(error) from None
+    typer.echo(
+        f"merged {stats.sources} caches into {into}: {stats.copied} entries copied, "
+        f"{stats.already_present} already there, {stats.corrupt_skipped} corrupt skipped"
+    )
+
+
 def register(app: typer.Typer) -> None:
+    app.add_typer(cache_app, name="cache")
     app.command("calibrate")(calibrate_command)
     app.command("audit-sample")(audit_sample_command)
     app.command("agreement")(agreement_command)

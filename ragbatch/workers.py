@@ -15,7 +15,11 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import orjson
+
+from ragbatch.errors import RagbatchError
 from ragbatch.job import JobConfig, JobResult, run_job, write_bytes
 from ragbatch.partial import merge_partials
 from ragbatch.report import report_bytes
@@ -30,14 +34,58 @@ def shard_config(config: JobConfig, k: int, workers: int, partial: Path) -> JobC
         partial_out=partial,
         out=None,
         run_record=None,
+        max_report_rows=0,  # the shard's own report is not written: skip its rows
         concurrency=max(1, math.ceil(config.concurrency / workers)),
         max_rps=config.max_rps / workers if config.max_rps else None,
         max_tokens_per_s=config.max_tokens_per_s / workers if config.max_tokens_per_s else None,
     )
 
 
-def _run_shard(config: JobConfig) -> int:
-    return run_job(config).report.dataset.rows
+def run_shard_task(config: JobConfig) -> dict[str, Any]:
+    """One shard in a worker process or a Dask task: its partial goes to ``config.partial_out``.
+
+    A RagbatchError comes back as data (raised again by :func:`finish`): some subclasses (``DatasetError(path, line, …)``)
+    cannot be rebuilt by pickle from their message alone.
+    """
+    try:
+        result = run_job(config)
+    except RagbatchError as exc:
+        return {"error": str(exc), "kind": type(exc).__name__, "exitCode": exc.exit_code}
+    record = result.record
+    return {
+        "rows": record["rows"],
+        "wallSeconds": record["wallSeconds"],
+        "rowsPerSecond": record["rowsPerSecond"],
+        "cache": record.get("cache"),
+    }
+
+
+def finish(
+    config: JobConfig,
+    partials: list[Path],
+    results: list[dict[str, Any]],
+    started: float,
+    facts: dict[str, Any],
+) -> JobResult:
+    """Raise a shard's error, else merge the partials and write the report (and run record)."""
+    for k, done in enumerate(results, start=1):
+        if "error" in done:
+            error = RagbatchError(f"shard {k}/{len(results)}: {done['error']}")
+            error.exit_code = done["exitCode"]
+            raise error
+    info, outcomes = merge_partials(partials)
+    # the shards skipped their own rows[]; the merged report follows the caller's limit
+    report = summarize(outcomes, replace(info, max_report_rows=config.max_report_rows))
+    data = report_bytes(report)
+    if config.out is not None:
+        write_bytes(config.out, data)
+    wall = time.perf_counter() - started
+    rate = len(outcomes) / wall if wall > 0 else 0.0
+    record = {"rows": len(outcomes), "wallSeconds": wall, "rowsPerSecond": rate, **facts}
+    record["shardRuns"] = results
+    if config.run_record is not None:
+        write_bytes(config.run_record, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
+    return JobResult(report, data, wall, rate, record)
 
 
 def run_workers(config: JobConfig, workers: int) -> JobResult:
@@ -48,13 +96,5 @@ def run_workers(config: JobConfig, workers: int) -> JobResult:
         configs = [shard_config(config, k, workers, p) for k, p in enumerate(partials, start=1)]
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            list(pool.map(_run_shard, configs))
-        info, outcomes = merge_partials(partials)
-    report = summarize(outcomes, info)
-    data = report_bytes(report)
-    if config.out is not None:
-        write_bytes(config.out, data)
-    wall = time.perf_counter() - started
-    rate = len(outcomes) / wall if wall > 0 else 0.0
-    record = {"rows": len(outcomes), "wallSeconds": wall, "rowsPerSecond": rate, "workers": workers}
-    return JobResult(report, data, wall, rate, record)
+            results = list(pool.map(run_shard_task, configs))
+        return finish(config, partials, results, started, {"workers": workers})

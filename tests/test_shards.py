@@ -148,3 +148,16 @@ def test_killed_shard_resumes_from_the_cache(start_jev_server: StartServer, tmp_
     )  # fmt: skip
     assert code == 0, text
     assert merged.read_bytes() == single.read_bytes()  # replay of the same cache: same bytes
+
+
+def test_cache_merge_command(tmp_path: Path) -> None:
+    import shutil
+
+    source = tmp_path / "worker-1"
+    shutil.copytree(ROOT / "cache", source)
+    code, text = cli("cache", "merge", str(source), "--into", str(tmp_path / "merged"))
+    assert code == 0 and "48 entries copied" in text, text
+    code, text = cli("cache", "merge", str(source), "--into", str(tmp_path / "merged"))
+    assert code == 0 and "0 entries copied, 48 already there" in text, text
+    code, text = cli("cache", "merge", str(tmp_path / "missing"), "--into", str(tmp_path / "m2"))
+    assert code == 2 and "does not exist" in text
