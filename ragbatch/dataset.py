@@ -126,11 +126,18 @@ class DatasetReader:
                     row = self._parse(raw)
                 except ValidationError as exc:
                     raise self._error(number, describe(exc)) from None
-                if row.id in ids:
-                    raise self._error(number, f"duplicate row id {row.id!r}")
-                ids.add(row.id)
-                self.rows += 1
-                yield row
+                yield self._admit(row, number, ids)
+        self._finish()
+
+    def _admit(self, row: Row, line: int, ids: set[str]) -> Row:
+        """Count a parsed row; its id must be new in the file."""
+        if row.id in ids:
+            raise self._error(line, f"duplicate row id {row.id!r}")
+        ids.add(row.id)
+        self.rows += 1
+        return row
+
+    def _finish(self) -> None:
         if self.rows == 0:
             raise self._error(0, "dataset is empty: no rows")
         self._done = True

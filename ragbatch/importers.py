@@ -198,14 +198,8 @@ class _Reader(DatasetReader):
                 raise self._error(line, str(exc)) from None
             except ValidationError as exc:
                 raise self._error(line, describe(exc, ignore_hint=False)) from None
-            if row.id in ids:
-                raise self._error(line, f"duplicate row id {row.id!r}")
-            ids.add(row.id)
-            self.rows += 1
-            yield row
-        if self.rows == 0:
-            raise self._error(0, "dataset is empty: no rows")
-        self._done = True
+            yield self._admit(row, line, ids)
+        self._finish()
 
 
 class RagasReader(_Reader):
