@@ -14,7 +14,6 @@ import typer
 
 from ragbatch.cache import CacheMode
 from ragbatch.cli_tools import register
-from ragbatch.dataset import DatasetReader
 from ragbatch.errors import (
     EXIT_INCOMPLETE,
     EXIT_OK,
@@ -23,6 +22,7 @@ from ragbatch.errors import (
     RagbatchError,
 )
 from ragbatch.html import report_html
+from ragbatch.importers import open_dataset
 from ragbatch.job import (
     DEFAULT_CACHE,
     DEFAULT_DATASET,
@@ -56,14 +56,25 @@ def fail(error: RagbatchError) -> typer.Exit:
     return typer.Exit(error.exit_code)
 
 
-def write_views(report: Report, dataset: Path, markdown: Path | None, html: Path | None) -> None:
-    """The human views of a report: Markdown for a PR, one self-contained HTML page."""
+def write_views(
+    report: Report, config: JobConfig, markdown: Path | None, html: Path | None
+) -> None:
+    """The human views of a report: Markdown for a PR, one self-contained HTML page.
+
+    The HTML shows answers with their claim spans highlighted; answers are not in the report,
+    so the dataset is read again (in the run's format).
+    """
     if markdown is not None:
         write_bytes(markdown, report_markdown(report).encode())
     if html is not None:
-        answers = (
-            {row.id: row.answer for row in DatasetReader(dataset)} if dataset.exists() else None
+        rows = open_dataset(
+            config.dataset,
+            config.format,
+            mapping=config.mapping,
+            outputs=config.outputs,
+            ignore_unknown_fields=config.ignore_unknown_fields,
         )
+        answers = {row.id: row.answer for row in rows}
         write_bytes(html, report_html(report, answers).encode())
 
 
@@ -341,7 +352,7 @@ def run(
     except RagbatchError as error:
         raise fail(error) from None
     try:
-        write_views(result.report, dataset, markdown, html)
+        write_views(result.report, config, markdown, html)
     except RagbatchError as error:
         raise fail(error) from None
     if not quiet:
