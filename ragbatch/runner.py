@@ -184,7 +184,9 @@ async def run_indexed(
                 jev = await judge_row(row, provider, config.thresholds, config.claims)
                 budget.record(jev)
                 base = await baseline_row(row, baseline)
-                outcome = RowOutcome(index, row, decision_for(row), jev, base)
+                # the mock block has served its call: the outcome keeps what the report reads
+                kept = row.model_copy(update={"mock": None}) if row.mock is not None else row
+                outcome = RowOutcome(index, kept, decision_for(row), jev, base)
                 results[index] = outcome
                 if on_row is not None:
                     on_row(outcome)
