@@ -297,7 +297,8 @@ def run(
     """Evaluate DATASET and write a deterministic report.
 
     Exit codes: 0 all rows judged; 2 bad input or options; 3 report written but some rows
-    failed; 4 run aborted.
+    failed; 4 run aborted (key rejected, error budget); 5 --max-cost reached (incomplete
+    report; rerun with more to resume from the cache).
     """
     try:
         config = JobConfig(
