@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ragbatch.job import JobConfig
 from ragbatch.testing import JevServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,3 +42,19 @@ def start_jev_server() -> Iterator[Callable[..., JevServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+def job_config(server: JevServer, tmp_path: Path, **changes: Any) -> JobConfig:
+    """A live-Jev job on the fixture against ``server``, writing under ``tmp_path``."""
+    config = JobConfig(
+        provider="jev",
+        base_url=server.base_url,
+        api_key=JEV_KEY,
+        model="jev-1.13.0",
+        cache_dir=tmp_path / "cache",
+        dataset=ROOT / "datasets" / "rag-fixture.jsonl",
+        out=tmp_path / "r.json",
+        pricing=ROOT / "pricing" / "typesafe-2026-12.json",
+        concurrency=8,
+    )
+    return dataclasses.replace(config, **changes)

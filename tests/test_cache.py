@@ -7,7 +7,6 @@ values; two processes sharing one cache directory.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import sqlite3
@@ -25,7 +24,7 @@ import pytest
 from ragbatch.cache import CachedProvider, ReplyCache, decode_entry, encode_entry
 from ragbatch.dataset import DatasetReader
 from ragbatch.errors import ProviderError
-from ragbatch.job import JobConfig, run_job
+from ragbatch.job import run_job
 from ragbatch.providers.base import Call, Reply
 from ragbatch.providers.jev import ENDPOINT, JevProvider, JevSettings, OfflineJev
 from ragbatch.questions import build_request
@@ -33,6 +32,7 @@ from ragbatch.ratelimit import RateLimiter
 from ragbatch.schema import Row
 from ragbatch.testing import Fault, JevServer
 from ragbatch.wire import JevRequest, request_key
+from tests.conftest import job_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = ROOT / "datasets" / "rag-fixture.jsonl"
@@ -48,22 +48,6 @@ def make_call(index: int = 0, model: str = MODEL) -> Call:
     """The request for one fixture row."""
     row = ROWS[index]
     return Call(request=build_request(row, model), row=row)
-
-
-def job_config(server: JevServer, tmp_path: Path, **changes: Any) -> JobConfig:
-    """A live-Jev job on the fixture against ``server``, writing under ``tmp_path``."""
-    config = JobConfig(
-        provider="jev",
-        base_url=server.base_url,
-        api_key=KEY,
-        model=MODEL,
-        cache_dir=tmp_path / "cache",
-        dataset=DATASET,
-        out=tmp_path / "r.json",
-        pricing=PRICING,
-        concurrency=8,
-    )
-    return dataclasses.replace(config, **changes)
 
 
 @asynccontextmanager

@@ -7,7 +7,6 @@ error budget), adaptive concurrency, request budgets and in-flight de-duplicatio
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -25,13 +24,14 @@ from ragbatch.cache import CachedProvider, ReplyCache
 from ragbatch.cli import app
 from ragbatch.dataset import DatasetReader
 from ragbatch.errors import EXIT_ABORTED, EXIT_ROW_FAILURES, ProviderError, RunAborted
-from ragbatch.job import JobConfig, run_job
+from ragbatch.job import run_job
 from ragbatch.providers.base import Call, Reply
 from ragbatch.providers.jev import JevProvider, JevSettings, error_message, parse_retry_after
 from ragbatch.questions import build_request
 from ragbatch.ratelimit import RateLimiter
 from ragbatch.schema import Row
 from ragbatch.testing import Fault, JevServer, count_input_tokens
+from tests.conftest import job_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = ROOT / "datasets" / "rag-fixture.jsonl"
@@ -91,22 +91,6 @@ async def open_provider(
         yield provider
     finally:
         await provider.aclose()
-
-
-def job_config(server: JevServer, tmp_path: Path, **changes: Any) -> JobConfig:
-    """A live-Jev job on the fixture against ``server``, writing under ``tmp_path``."""
-    config = JobConfig(
-        provider="jev",
-        base_url=server.base_url,
-        api_key=KEY,
-        model=MODEL,
-        cache_dir=tmp_path / "cache",
-        dataset=DATASET,
-        out=tmp_path / "r.json",
-        pricing=PRICING,
-        concurrency=8,
-    )
-    return dataclasses.replace(config, **changes)
 
 
 def cli_args(server: JevServer, tmp_path: Path, *extra: str) -> list[str]:
