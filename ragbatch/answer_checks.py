@@ -20,9 +20,9 @@ Every rate is ``safe``: 0 when its denominator is 0 (the matching count says so)
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from ragbatch.metrics import Out, brier, safe
+from ragbatch.metrics import ExactSum, Out, safe
 from ragbatch.schema import Golden
 
 DEFAULT_ABSTENTION_THRESHOLD = 0.5
@@ -94,20 +94,46 @@ class AnswerChecks(Out):
     must_not_contain_pass_rate: float
 
 
-def aggregate_checks(checks: Sequence[AnswerCheck]) -> AnswerChecks:
+class ChecksAccumulator:
+    """Pass counts of answer checks, fed one :class:`AnswerCheck` at a time.
+
+    ``checks`` counts every check added; ``rows`` only those carrying a phrase of either kind.
+    """
+
+    __slots__ = ("banned", "banned_passed", "checks", "contains", "contains_passed", "rows")
+
+    def __init__(self) -> None:
+        self.checks = self.rows = 0
+        self.contains = self.contains_passed = self.banned = self.banned_passed = 0
+
+    def add(self, check: AnswerCheck) -> None:
+        self.checks += 1
+        self.rows += check.contains_pass is not None or check.must_not_contain_pass is not None
+        if check.contains_pass is not None:
+            self.contains += 1
+            self.contains_passed += check.contains_pass
+        if check.must_not_contain_pass is not None:
+            self.banned += 1
+            self.banned_passed += check.must_not_contain_pass
+
+    def result(self) -> AnswerChecks:
+        return AnswerChecks(
+            rows=self.rows,
+            contains_rows=self.contains,
+            contains_passed=self.contains_passed,
+            contains_pass_rate=safe(self.contains_passed, self.contains),
+            must_not_contain_rows=self.banned,
+            must_not_contain_passed=self.banned_passed,
+            must_not_contain_pass_rate=safe(self.banned_passed, self.banned),
+        )
+
+
+def aggregate_checks(checks: Iterable[AnswerCheck]) -> AnswerChecks:
     """Pass rates; rows without a kind of check are left out of that kind's rate."""
-    contains = [c.contains_pass for c in checks if c.contains_pass is not None]
-    banned = [c.must_not_contain_pass for c in checks if c.must_not_contain_pass is not None]
-    rows = sum(c.contains_pass is not None or c.must_not_contain_pass is not None for c in checks)
-    return AnswerChecks(
-        rows=rows,
-        contains_rows=len(contains),
-        contains_passed=sum(contains),
-        contains_pass_rate=safe(sum(contains), len(contains)),
-        must_not_contain_rows=len(banned),
-        must_not_contain_passed=sum(banned),
-        must_not_contain_pass_rate=safe(sum(banned), len(banned)),
-    )
+    total = ChecksAccumulator()
+    for check in checks:
+        total.add(check)
+    return total.result()
 
 
 class Abstention(Out):
@@ -128,30 +154,61 @@ class Abstention(Out):
     brier: float
 
 
+class AbstentionAccumulator:
+    """Abstention counts and the exact Brier sum, fed one (P(declines), expected) pair at a time."""
+
+    __slots__ = (
+        "abstained",
+        "correct",
+        "count",
+        "false_abstentions",
+        "false_answers",
+        "should_abstain",
+        "squares",
+        "threshold",
+    )
+
+    def __init__(self, threshold: float = DEFAULT_ABSTENTION_THRESHOLD) -> None:
+        self.threshold = threshold
+        self.count = self.should_abstain = self.abstained = self.correct = 0
+        self.false_abstentions = self.false_answers = 0
+        self.squares = ExactSum()
+
+    def add(self, p: float, expected: bool) -> None:
+        abstained = p >= self.threshold
+        self.count += 1
+        self.should_abstain += expected
+        self.abstained += abstained
+        self.correct += abstained == expected
+        self.false_abstentions += abstained and not expected
+        self.false_answers += expected and not abstained
+        self.squares.add((p - float(expected)) ** 2)
+
+    def result(self) -> Abstention:
+        n = self.count
+        should_answer = n - self.should_abstain
+        return Abstention(
+            count=n,
+            threshold=self.threshold,
+            should_abstain=self.should_abstain,
+            should_answer=should_answer,
+            abstained=self.abstained,
+            correct=self.correct,
+            false_abstentions=self.false_abstentions,
+            false_answers=self.false_answers,
+            accuracy=safe(self.correct, n),
+            false_abstention_rate=safe(self.false_abstentions, should_answer),
+            false_answer_rate=safe(self.false_answers, self.should_abstain),
+            refusal_rate=safe(self.abstained, n),
+            brier=safe(self.squares.value(), n),  # = metrics.brier over the pairs
+        )
+
+
 def abstention_metrics(
-    pairs: Sequence[tuple[float, bool]], threshold: float = DEFAULT_ABSTENTION_THRESHOLD
+    pairs: Iterable[tuple[float, bool]], threshold: float = DEFAULT_ABSTENTION_THRESHOLD
 ) -> Abstention:
     """``pairs`` = (P(the answer declines), expected abstention), one per labelled row."""
-    decided = [(p >= threshold, expected) for p, expected in pairs]
-    n = len(pairs)
-    should_abstain = sum(expected for _, expected in decided)
-    should_answer = n - should_abstain
-    false_abstentions = sum(abstained and not expected for abstained, expected in decided)
-    false_answers = sum(expected and not abstained for abstained, expected in decided)
-    abstained = sum(a for a, _ in decided)
-    correct = sum(a == expected for a, expected in decided)
-    return Abstention(
-        count=n,
-        threshold=threshold,
-        should_abstain=should_abstain,
-        should_answer=should_answer,
-        abstained=abstained,
-        correct=correct,
-        false_abstentions=false_abstentions,
-        false_answers=false_answers,
-        accuracy=safe(correct, n),
-        false_abstention_rate=safe(false_abstentions, should_answer),
-        false_answer_rate=safe(false_answers, should_abstain),
-        refusal_rate=safe(abstained, n),
-        brier=brier(pairs),
-    )
+    total = AbstentionAccumulator(threshold)
+    for p, expected in pairs:
+        total.add(p, expected)
+    return total.result()

@@ -12,7 +12,7 @@ counted apart.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ragbatch import metrics as m
@@ -202,106 +202,133 @@ def low_authority_support(o: RowOutcome) -> bool | None:
     )
 
 
-def _judge(
-    items: Sequence[tuple[str, str, float]], answer_pairs: Sequence[tuple[bool, bool]]
-) -> Judge:
-    """items: (label, predicted, confidence); answer_pairs: (predicted fails, label fails)."""
+def _judge(items: Sequence[tuple[str, str, float]], answers_correct: int, answers: int) -> Judge:
+    """items: (label, predicted, confidence) per claim; answer level: rows right, rows scored."""
     scored = [(c, label == pred) for label, pred, c in items]
     return Judge(
         claims=len(items),
         classification=m.classification([(label, pred) for label, pred, _ in items]),
         calibration=m.calibration(scored),
         selective=m.selective(scored),
-        answer_level_accuracy=m.safe(sum(p == y for p, y in answer_pairs), len(answer_pairs)),
-        answer_level_rows=len(answer_pairs),
+        answer_level_accuracy=m.safe(answers_correct, answers),
+        answer_level_rows=answers,
     )
 
 
-def claim_metrics(
-    rows: Sequence[ClaimRowInput], extractor: str, scope: str, extra_slices: Sequence[str] = ()
-) -> ClaimMetrics:
-    """Everything under ``modes.jevOnly.claims``."""
-    jev: list[tuple[str, str, float]] = []
-    lex: list[tuple[str, str, float]] = []
-    slice_keys: list[dict[str, str]] = []
-    jev_answers: list[tuple[bool, bool]] = []
-    lex_answers: list[tuple[bool, bool]] = []
-    total = missing = uncertain = no_fit = judged = vetoed = deferred = 0
-    for item in rows:
-        labels = (item.row.expected.claims if item.row.expected else None) or {}
-        total += len(item.results)
-        vetoed += any(is_veto(r) for r in item.results)
+class ClaimMetricsAccumulator:
+    """Everything under ``modes.jevOnly.claims``, fed one claim-mode row at a time.
+
+    Keeps no row: counters, slice counts, and per labelled claim one compact (label, verdict,
+    confidence) tuple for Jev and one for the lexical check (the risk-coverage curve needs
+    every claim, in order).
+    """
+
+    def __init__(self, extractor: str, scope: str, extra_slices: Sequence[str] = ()) -> None:
+        self.extractor = extractor
+        self.scope = scope
+        self.extra_slices = tuple(extra_slices)
+        self.jev: list[tuple[str, str, float]] = []
+        self.lex: list[tuple[str, str, float]] = []
+        # per slice dimension and value: [claims, Jev right, lexical check right]
+        self.slices: dict[str, dict[str, list[int]]] = {}
+        self.total = self.missing = self.uncertain = self.no_fit = self.judged = 0
+        self.vetoed = self.deferred = 0
+        self.jev_answers = self.jev_answers_correct = 0
+        self.lex_answers = self.lex_answers_correct = 0
+
+    def add(self, item: ClaimRowInput) -> None:
+        row, results = item.row, item.results
+        labels = (row.expected.claims if row.expected else None) or {}
+        self.total += len(results)
+        self.vetoed += any(is_veto(r) for r in results)
         lexical = {}
-        for r in item.results:
+        for r in results:
             if r.verdict == MISSING_CITATION:
-                missing += 1
+                self.missing += 1
                 continue
-            judged += 1
-            uncertain += r.uncertain
-            no_fit += r.confidence < NO_FIT_THRESHOLD
-            lexical[r.claim.id] = lexical_verdict(r.claim.text, _evidence_text(item.row, r))
+            self.judged += 1
+            self.uncertain += r.uncertain
+            self.no_fit += r.confidence < NO_FIT_THRESHOLD
+            evidence = _evidence_text(row, r)
+            lexical[r.claim.id] = lexical_verdict(r.claim.text, evidence)
             label = labels.get(r.claim.id)
             if label is None:
                 continue
-            jev.append((label, r.verdict, r.confidence))
-            lex.append((label, *lexical[r.claim.id]))
+            self.jev.append((label, r.verdict, r.confidence))
+            self.lex.append((label, *lexical[r.claim.id]))
             meta = r.claim.metadata or {}
             keys = {
                 "type": str(meta.get("type", "(none)")),
                 "language": str(meta.get("language", "(none)")),
                 "adversarial": str(meta.get("adversarial", "(none)")).lower(),
-                "passageLength": _length_bucket(len(_evidence_text(item.row, r))),
-                "citedRank": _rank_bucket(item.row, r),
-                "authority": _authority(item.row, r),
+                "passageLength": _length_bucket(len(evidence)),
+                "citedRank": _rank_bucket(row, r),
+                "authority": _authority(row, r),
             }
-            keys.update({k: str(meta.get(k, "(none)")) for k in extra_slices})
-            slice_keys.append(keys)
-        if item.results and all(r.claim.id in labels for r in item.results):
+            keys.update({k: str(meta.get(k, "(none)")) for k in self.extra_slices})
+            for name, value in keys.items():
+                stat = self.slices.setdefault(name, {}).setdefault(value, [0, 0, 0])
+                stat[0] += 1
+                stat[1] += label == r.verdict
+                stat[2] += label == lexical[r.claim.id][0]
+        if results and all(r.claim.id in labels for r in results):
             truth = label_fails(
                 [
                     (MISSING_CITATION if r.verdict == MISSING_CITATION else labels[r.claim.id],
                      r.claim.impact)
-                    for r in item.results
+                    for r in results
                 ]
             )  # fmt: skip
-            if any(r.uncertain for r in item.results):
-                deferred += 1  # Jev leaves this answer to the fallback judge
+            if any(r.uncertain for r in results):
+                self.deferred += 1  # Jev leaves this answer to the fallback judge
             else:
-                jev_answers.append((any(is_veto(r) for r in item.results), truth))
+                self.jev_answers += 1
+                self.jev_answers_correct += any(is_veto(r) for r in results) == truth
             lex_fail = any(
                 (r.verdict == MISSING_CITATION and r.claim.impact != "low")
                 or (r.claim.id in lexical and lexical[r.claim.id][0] == "insufficient"
                     and r.claim.impact != "low")
-                for r in item.results
+                for r in results
             )  # fmt: skip
-            lex_answers.append((lex_fail, truth))
-    judge = _judge(jev, jev_answers)
-    slices: dict[str, list[SliceStat]] = {}
-    for name in slice_keys[0] if slice_keys else {}:
-        values: dict[str, list[int]] = {}
-        for keys, (gold, pred, _), (_, lpred, _) in zip(slice_keys, jev, lex, strict=True):
-            stat = values.setdefault(keys[name], [0, 0, 0])
-            stat[0] += 1
-            stat[1] += gold == pred
-            stat[2] += gold == lpred
-        slices[name] = [
-            SliceStat(
-                value=v, claims=n, accuracy=m.safe(ok, n), citation_check_accuracy=m.safe(lok, n)
-            )
-            for v, (n, ok, lok) in sorted(values.items())
-        ]
-    return ClaimMetrics(
-        **dict(judge),
-        extractor=extractor,
-        scope=scope,
-        veto_rule=VETO_RULE,
-        total_claims=total,
-        missing_citations=missing,
-        no_fit_threshold=NO_FIT_THRESHOLD,
-        no_fit_rate=m.safe(no_fit, judged),
-        uncertain_rate=m.safe(uncertain, judged),
-        rows_failed_by_veto=vetoed,
-        answer_level_deferred=deferred,
-        slices=slices,
-        citation_check=_judge(lex, lex_answers),
-    )
+            self.lex_answers += 1
+            self.lex_answers_correct += lex_fail == truth
+
+    def result(self) -> ClaimMetrics:
+        judge = _judge(self.jev, self.jev_answers_correct, self.jev_answers)
+        slices = {
+            name: [
+                SliceStat(
+                    value=v,
+                    claims=n,
+                    accuracy=m.safe(ok, n),
+                    citation_check_accuracy=m.safe(lok, n),
+                )
+                for v, (n, ok, lok) in sorted(values.items())
+            ]
+            for name, values in self.slices.items()
+        }
+        return ClaimMetrics(
+            **dict(judge),
+            extractor=self.extractor,
+            scope=self.scope,
+            veto_rule=VETO_RULE,
+            total_claims=self.total,
+            missing_citations=self.missing,
+            no_fit_threshold=NO_FIT_THRESHOLD,
+            no_fit_rate=m.safe(self.no_fit, self.judged),
+            uncertain_rate=m.safe(self.uncertain, self.judged),
+            rows_failed_by_veto=self.vetoed,
+            answer_level_deferred=self.deferred,
+            slices=slices,
+            citation_check=_judge(self.lex, self.lex_answers_correct, self.lex_answers),
+        )
+
+
+def claim_metrics(
+    rows: Iterable[ClaimRowInput], extractor: str, scope: str, extra_slices: Sequence[str] = ()
+) -> ClaimMetrics:
+    """Everything under ``modes.jevOnly.claims``."""
+    total = ClaimMetricsAccumulator(extractor, scope, extra_slices)
+    for item in rows:
+        total.add(item)
+    return total.result()

@@ -8,16 +8,15 @@ aggregate alone) and the diagnostic matrix for weak metrics, upstream layer firs
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ragbatch import metrics as m
 from ragbatch.answer_checks import (
     Abstention,
+    AbstentionAccumulator,
     AnswerCheck,
     AnswerChecks,
-    abstention_metrics,
-    aggregate_checks,
+    ChecksAccumulator,
     check_answer,
 )
 from ragbatch.claim_metrics import low_authority_support, supported_only_by_low_authority
@@ -25,15 +24,18 @@ from ragbatch.diagnostics import Finding, diagnose_metrics
 from ragbatch.metrics import Out
 from ragbatch.outcome import RowOutcome
 from ragbatch.ranking import (
+    RankingAccumulator,
     RetrievalRanking,
     RowRanking,
-    aggregate_ranking,
+    is_labelled,
     rank_golden,
 )
-from ragbatch.slices import RULE, Slice, SliceItem, mean_metrics, slice_keys, slice_table
+from ragbatch.schema import Context, Golden, Judgments
+from ragbatch.slices import RULE, Slice, SliceAccumulator, SliceItem, slice_keys
 
 CATEGORY_TARGET = {"happy": 0.6, "edge": 0.2, "unanswerable": 0.2}
 MIN_LABELLED = 50
+AUTHORITY_IDS = 50  # ids of flagged rows kept for the authority section
 # Where a metric is "weak" for the diagnostic matrix (ragbatch defaults, not seed values).
 WEAK_BELOW = {
     "recall@10": 0.8,
@@ -102,55 +104,21 @@ def row_check(o: RowOutcome) -> AnswerCheck | None:
     return check_answer(o.row.answer, golden)
 
 
-def _chunk_agreement(
-    outcomes: Sequence[RowOutcome], ks: Sequence[int]
-) -> dict[str, ChunkAgreement]:
-    per_k: dict[str, list[bool]] = {str(k): [] for k in ks}
-    for o in outcomes:
-        golden, j = o.row.golden, o.jev.judgments
-        if golden is None or j is None or not (golden.expected_documents or golden.relevance):
-            continue
-        relevant = set(golden.expected_documents) | {d for d, g in golden.relevance.items() if g}
-        for rank, context in enumerate(o.row.contexts, start=1):
-            p = j.retrieval.chunk_relevance.get(context.id)
-            if p is None:
-                continue
-            doc = context.source or context.id
-            for k in ks:
-                if rank <= k:
-                    per_k[str(k)].append((p >= 0.5) == (doc in relevant))
-    return {
-        k: ChunkAgreement(chunks=len(v), agreement=m.safe(sum(v), len(v))) for k, v in per_k.items()
-    }
-
-
-def _health(outcomes: Sequence[RowOutcome], labelled: int) -> GoldenHealth:
-    counts: Counter[str] = Counter(
-        str(o.row.golden.category) for o in outcomes if o.row.golden and o.row.golden.category
-    )
-    total = sum(counts.values())
-    shares = {c: m.safe(counts.get(c, 0), total) for c in CATEGORY_TARGET}
-    warnings = []
-    if labelled < MIN_LABELLED:
-        warnings.append(
-            f"only {labelled} labelled rows: fewer than {MIN_LABELLED}, metrics are noisy"
-        )
-    for category, target in CATEGORY_TARGET.items():
-        if total and abs(shares[category] - target) > 0.1:
-            warnings.append(
-                f"{category} rows are {shares[category]:.0%} of the golden set (target {target:.0%})"
-            )
-    return GoldenHealth(
-        labelled_rows=labelled,
-        categories={c: counts.get(c, 0) for c in CATEGORY_TARGET},
-        shares=shares,
-        target=CATEGORY_TARGET,
-        warnings=warnings,
-    )
+def _grounded_agreement(o: RowOutcome) -> bool | None:
+    """Judged grounded (p >= 0.5) agrees with the groundedness label; None without either."""
+    labels = o.row.expected.generation if o.row.expected else None
+    grounded = o.jev.judgments.generation.groundedness if o.jev.judgments else None
+    if grounded is None or labels is None or labels.groundedness is None:
+        return None
+    return (grounded >= 0.5) == labels.groundedness
 
 
 def _slice_item(
-    o: RowOutcome, ranking: RowRanking | None, k: str, fields: Sequence[str]
+    o: RowOutcome,
+    ranking: RowRanking | None,
+    check: AnswerCheck | None,
+    k: str,
+    fields: Sequence[str],
 ) -> SliceItem:
     row = o.row
     keys = slice_keys(row.question, [c.text for c in row.contexts], row.metadata, fields)
@@ -162,16 +130,9 @@ def _slice_item(
     expected = row.expected.diagnosis if row.expected else None
     verdict = o.jev.verdict
     correct = None if expected is None else (verdict is not None and verdict.diagnosis == expected)
-    check = row_check(o)
-    labels = row.expected.generation if row.expected else None
-    grounded = o.jev.judgments.generation.groundedness if o.jev.judgments else None
     values: dict[str, float | bool | None] = {
         "accuracy": correct,
-        "groundedness": (
-            (grounded >= 0.5) == labels.groundedness
-            if grounded is not None and labels is not None and labels.groundedness is not None
-            else None
-        ),
+        "groundedness": _grounded_agreement(o),
         f"recall@{k}": ranking.at[k].recall if ranking else None,
         "mrr": ranking.reciprocal_rank if ranking else None,
         "containsPass": check.contains_pass if check else None,
@@ -179,94 +140,182 @@ def _slice_item(
     return SliceItem(keys=keys, values=values)
 
 
+class GoldenAccumulator:
+    """Every golden-set section, fed one row at a time in input order.
+
+    Keeps counters, exact sums (equal to ``math.fsum``), one cell per distinct slice value and
+    at most :data:`AUTHORITY_IDS` ids, never per-row data, so memory does not grow with the
+    rows. :meth:`result` equals the list-based computation over the same rows, byte for byte
+    once serialised.
+    """
+
+    def __init__(self, ks: Sequence[int], slice_by: Sequence[str]) -> None:
+        self.ks = tuple(ks)
+        self.slice_by = tuple(slice_by)
+        self.top = str(max(self.ks))
+        self.ranking = RankingAccumulator(self.ks)
+        self.checks = ChecksAccumulator()
+        self.abstention = AbstentionAccumulator()
+        self.counterfactual = AbstentionAccumulator()
+        self.original = AbstentionAccumulator()
+        # per K: [chunks judged, chunks where Jev agrees with the golden documents]
+        self.chunks: dict[str, list[int]] = {str(k): [0, 0] for k in self.ks}
+        self.has_golden = False
+        self.categorised = 0  # golden rows with any category, targeted or not
+        self.categories = dict.fromkeys(CATEGORY_TARGET, 0)
+        self.grounded = self.grounded_agree = 0
+        self.slices = SliceAccumulator(
+            ["accuracy", "groundedness", f"recall@{self.top}", "mrr", "containsPass"]
+        )
+        self.authority_rows = self.flagged = 0
+        self.flagged_ids: list[str] = []
+
+    def add(self, o: RowOutcome, ranking: RowRanking | None) -> None:
+        """One row, with its ``row_ranking(o, ks)``."""
+        golden, j = o.row.golden, o.jev.judgments
+        if ranking is not None:
+            self.ranking.add(ranking)
+        check = row_check(o)
+        if check is not None:
+            self.checks.add(check)
+        if (
+            golden is not None
+            and golden.expected_abstention is not None
+            and j is not None
+            and (p := j.generation.abstention) is not None
+        ):
+            self.abstention.add(p, golden.expected_abstention)
+            split = self.counterfactual if golden.counterfactual_of is not None else self.original
+            split.add(p, golden.expected_abstention)
+        if golden is not None:
+            self.has_golden = True
+            if golden.category:
+                self.categorised += 1
+                category = str(golden.category)
+                if category in self.categories:
+                    self.categories[category] += 1
+            if j is not None and is_labelled(golden):
+                self._add_chunks(o.row.contexts, golden, j)
+        if (agrees := _grounded_agreement(o)) is not None:
+            self.grounded += 1
+            self.grounded_agree += agrees
+        self.slices.add(_slice_item(o, ranking, check, self.top, self.slice_by))
+        if any(c.authority is not None for c in o.row.contexts):
+            self.authority_rows += 1
+            claims = o.jev.claims
+            if (claims is not None and supported_only_by_low_authority(o.row, claims)) or (
+                claims is None and low_authority_support(o)
+            ):
+                self.flagged += 1
+                if len(self.flagged_ids) < AUTHORITY_IDS:
+                    self.flagged_ids.append(o.row.id)
+
+    def _add_chunks(self, contexts: Sequence[Context], golden: Golden, j: Judgments) -> None:
+        """Jev's chunk relevance against the golden documents, per K (labelled, judged rows)."""
+        relevant = set(golden.expected_documents) | {d for d, g in golden.relevance.items() if g}
+        for rank, context in enumerate(contexts, start=1):
+            p = j.retrieval.chunk_relevance.get(context.id)
+            if p is None:
+                continue
+            agrees = (p >= 0.5) == ((context.source or context.id) in relevant)
+            for k in self.ks:
+                if rank <= k:
+                    counts = self.chunks[str(k)]
+                    counts[0] += 1
+                    counts[1] += agrees
+
+    def result(self) -> GoldenSections:
+        """Every golden-set section; sections without data are left out of the report."""
+        labelled = self.ranking.rows
+        ranking = self.ranking.result() if labelled else None
+        abstention = self.abstention.result() if self.abstention.count else None
+        return GoldenSections(
+            retrieval_ranking=ranking,
+            answer_checks=self.checks.result() if self.checks.checks else None,
+            abstention=abstention,
+            chunk_agreement=(
+                {
+                    k: ChunkAgreement(chunks=n, agreement=m.safe(agreed, n))
+                    for k, (n, agreed) in self.chunks.items()
+                }
+                if labelled
+                else None
+            ),
+            golden_health=self._health(labelled) if self.has_golden else None,
+            slices=Slices(rule=RULE, slices=self.slices.result()),
+            diagnostics=(
+                weak_metrics(
+                    ranking,
+                    abstention,
+                    m.safe(self.grounded_agree, self.grounded) if self.grounded else None,
+                )
+                if self.has_golden
+                else None
+            ),
+            counterfactual=(
+                Counterfactual(
+                    counterfactual=self.counterfactual.result(),
+                    original=self.original.result() if self.original.count else None,
+                )
+                if self.counterfactual.count
+                else None
+            ),
+            authority=(
+                Authority(
+                    rows_with_authority=self.authority_rows,
+                    supported_only_by_low_authority=self.flagged,
+                    ids=list(self.flagged_ids),
+                )
+                if self.authority_rows
+                else None
+            ),
+        )
+
+    def _health(self, labelled: int) -> GoldenHealth:
+        total = self.categorised
+        shares = {c: m.safe(n, total) for c, n in self.categories.items()}
+        warnings = []
+        if labelled < MIN_LABELLED:
+            warnings.append(
+                f"only {labelled} labelled rows: fewer than {MIN_LABELLED}, metrics are noisy"
+            )
+        for category, target in CATEGORY_TARGET.items():
+            if total and abs(shares[category] - target) > 0.1:
+                warnings.append(
+                    f"{category} rows are {shares[category]:.0%} of the golden set (target {target:.0%})"
+                )
+        return GoldenHealth(
+            labelled_rows=labelled,
+            categories=dict(self.categories),
+            shares=shares,
+            target=CATEGORY_TARGET,
+            warnings=warnings,
+        )
+
+
 def golden_sections(
-    outcomes: Sequence[RowOutcome], ks: Sequence[int], slice_by: Sequence[str]
+    outcomes: Iterable[RowOutcome], ks: Sequence[int], slice_by: Sequence[str]
 ) -> GoldenSections:
     """Every golden-set section; sections without data are left out of the report."""
-    rankings = [row_ranking(o, ks) for o in outcomes]
-    labelled = [r for r in rankings if r is not None]
-    checks = [c for o in outcomes if (c := row_check(o)) is not None]
-    pairs = [
-        (p, o.row.golden.expected_abstention)
-        for o in outcomes
-        if o.row.golden is not None
-        and o.row.golden.expected_abstention is not None
-        and o.jev.judgments is not None
-        and (p := o.jev.judgments.generation.abstention) is not None
-    ]
-    has_golden = any(o.row.golden is not None for o in outcomes)
-    top = str(max(ks))
-    items = [_slice_item(o, r, top, slice_by) for o, r in zip(outcomes, rankings, strict=True)]
-    names = ["accuracy", "groundedness", f"recall@{top}", "mrr", "containsPass"]
-    table = slice_table(items, mean_metrics(names))
-    ranking = aggregate_ranking(labelled, ks) if labelled else None
-    abstention = abstention_metrics(pairs) if pairs else None
-    is_cf = [
-        o.row.golden is not None and o.row.golden.counterfactual_of is not None
-        for o in outcomes
-        if o.row.golden is not None
-        and o.row.golden.expected_abstention is not None
-        and o.jev.judgments is not None
-        and o.jev.judgments.generation.abstention is not None
-    ]
-    cf_pairs = [p for p, cf in zip(pairs, is_cf, strict=True) if cf]
-    original = [p for p, cf in zip(pairs, is_cf, strict=True) if not cf]
-    counterfactual = (
-        Counterfactual(
-            counterfactual=abstention_metrics(cf_pairs),
-            original=abstention_metrics(original) if original else None,
-        )
-        if cf_pairs
-        else None
-    )
-    return GoldenSections(
-        retrieval_ranking=ranking,
-        answer_checks=aggregate_checks(checks) if checks else None,
-        abstention=abstention,
-        chunk_agreement=_chunk_agreement(outcomes, ks) if labelled else None,
-        golden_health=_health(outcomes, len(labelled)) if has_golden else None,
-        slices=Slices(rule=RULE, slices=table),
-        diagnostics=weak_metrics(ranking, abstention, outcomes) if has_golden else None,
-        counterfactual=counterfactual,
-        authority=_authority(outcomes),
-    )
-
-
-def _authority(outcomes: Sequence[RowOutcome]) -> Authority | None:
-    rows = [o for o in outcomes if any(c.authority is not None for c in o.row.contexts)]
-    if not rows:
-        return None
-    flagged = [
-        o.row.id
-        for o in rows
-        if (o.jev.claims is not None and supported_only_by_low_authority(o.row, o.jev.claims))
-        or (o.jev.claims is None and low_authority_support(o))
-    ]
-    return Authority(
-        rows_with_authority=len(rows),
-        supported_only_by_low_authority=len(flagged),
-        ids=flagged[:50],
-    )
+    total = GoldenAccumulator(ks, slice_by)
+    for o in outcomes:
+        total.add(o, row_ranking(o, ks))
+    return total.result()
 
 
 def weak_metrics(
-    ranking: RetrievalRanking | None, abstention: Abstention | None, outcomes: Sequence[RowOutcome]
+    ranking: RetrievalRanking | None, abstention: Abstention | None, faithfulness: float | None
 ) -> list[Finding]:
-    """Diagnostic-matrix findings for the metrics below (or above) the ragbatch defaults."""
+    """Diagnostic-matrix findings for the metrics below (or above) the ragbatch defaults.
+
+    ``faithfulness``: the share of rows whose judged groundedness agrees with its label.
+    """
     values: dict[str, float] = {}
     if ranking is not None and "10" in ranking.at:
         values["recall@10"] = ranking.at["10"].recall
         values["contextPrecision@10"] = ranking.at["10"].context_precision
-    judged = [o for o in outcomes if o.jev.judgments is not None and o.row.expected]
-    grounded = [
-        (o.jev.judgments.generation.groundedness >= 0.5) == o.row.expected.generation.groundedness
-        for o in judged
-        if o.jev.judgments and o.row.expected and o.row.expected.generation
-        and o.row.expected.generation.groundedness is not None
-        and o.jev.judgments.generation.groundedness is not None
-    ]  # fmt: skip
-    if grounded:
-        values["faithfulness"] = m.safe(sum(grounded), len(grounded))
+    if faithfulness is not None:
+        values["faithfulness"] = faithfulness
     if abstention is not None:
         values["falseAnswerRate"] = abstention.false_answer_rate
     return diagnose_metrics(values, {**WEAK_BELOW, **WEAK_ABOVE})

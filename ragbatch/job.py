@@ -1,8 +1,8 @@
 """One evaluation job end to end: files in, report bytes out (does I/O; no CLI concerns).
 
-Reads the pricing snapshot, streams the dataset through :func:`ragbatch.runner.run_batch`,
-summarizes, and writes the report and the optional run record. The CLI and the Python API
-both call :func:`run_job`.
+Reads the pricing snapshot, streams the dataset through :func:`ragbatch.runner.run_stream`
+into a :class:`~ragbatch.summarize.ReportBuilder` (outcomes are not kept), and writes the
+report and the optional run record. The CLI and the Python API both call :func:`run_job`.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from ragbatch.providers.jev import (
 )
 from ragbatch.report import report_bytes
 from ragbatch.rows_out import RowsWriter
-from ragbatch.runner import RunConfig, run_indexed
-from ragbatch.summarize import RunInfo, summarize
+from ragbatch.runner import RunConfig, run_stream
+from ragbatch.summarize import ReportBuilder, RunInfo
 
 __all__ = [
     "DEFAULT_CACHE",
@@ -80,9 +80,10 @@ def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 def watch(
     config: JobConfig, pricing: PricingSnapshot, cached: CachedProvider | None
-) -> list[Progress | RowsWriter]:
-    """The observers of finished rows: the progress display and the --rows-out writer."""
-    watchers: list[Progress | RowsWriter] = []
+) -> tuple[Progress | None, RowsWriter | None]:
+    """The observers of finished rows: the progress display (rows as they finish) and the
+    --rows-out writer (rows in input order)."""
+    progress = None
     if config.progress != "none":
         live = Snapshot()
         if cached is not None:
@@ -99,12 +100,11 @@ def watch(
                 live.retries = lambda: sum(counts.values())
                 live.throttled = lambda: limiter.stats.throttled
         total = count_lines(str(config.dataset)) if config.source is None else None
-        watchers.append(
-            Progress(total, pricing, live, mode=config.progress, interval=config.progress_interval)
+        progress = Progress(
+            total, pricing, live, mode=config.progress, interval=config.progress_interval
         )
-    if config.rows_out is not None:
-        watchers.append(RowsWriter(config.rows_out, config.ks))
-    return watchers
+    rows_out = RowsWriter(config.rows_out, config.ks) if config.rows_out is not None else None
+    return progress, rows_out
 
 
 def _ignore(message: str) -> None:
@@ -132,6 +132,23 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
     provider, cached, warnings = make_provider(config, pricing)  # last: it holds connections
     for warning in warnings:
         warn(warning)
+    info = RunInfo(
+        dataset_name=reader.name,
+        dataset_sha256="",  # known once the whole file is read
+        provider=provider.name,
+        requested_model=provider.model,
+        baseline=baseline.name,
+        thresholds=config.thresholds,
+        pricing=pricing,
+        claims=(claims.extractor.name, claims.scope) if claims else None,
+        ks=config.ks,
+        slice_by=config.slice_by,
+        policy_version=policy_version,
+        max_report_rows=config.max_report_rows,
+    )
+    builder = ReportBuilder(info)
+    calls = CallLog(config.max_report_rows)
+    kept: list[RowOutcome] = []  # a shard's outcomes, for its partial file
     started = time.perf_counter()
     try:
         run_config = RunConfig(
@@ -146,17 +163,29 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
             for index, row in enumerate(reader)
             if config.shard is None or shard_of(row.id, config.shard[1]) == config.shard[0]
         )
-        watchers = watch(config, pricing, cached)
+        progress, rows_out = watch(config, pricing, cached)
 
-        def on_row(outcome: RowOutcome) -> None:
-            for watcher in watchers:
-                watcher.on_row(outcome)
+        def in_order(outcome: RowOutcome) -> None:
+            builder.add(outcome)
+            calls.add(outcome)
+            if rows_out is not None:
+                rows_out.write(outcome)
+            if config.shard is not None:
+                kept.append(outcome)
 
         try:
-            outcomes = await run_indexed(pairs, provider, baseline, run_config, on_row)
+            await run_stream(
+                pairs,
+                provider,
+                baseline,
+                run_config,
+                in_order,
+                progress.on_row if progress is not None else None,
+            )
         finally:
-            for watcher in watchers:
-                watcher.close()
+            for watcher in (progress, rows_out):
+                if watcher is not None:
+                    watcher.close()
     except BaseExceptionGroup as group:
         error = _unwrap(group)
         if isinstance(error, RagbatchError):
@@ -168,28 +197,15 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         if claims is not None and not isinstance(claims.extractor, ClaimExtractor):
             await claims.extractor.aclose()
     wall = time.perf_counter() - started
-    info = RunInfo(
-        dataset_name=reader.name,
-        dataset_sha256=reader.sha256,
-        provider=provider.name,
-        requested_model=provider.model,
-        baseline=baseline.name,
-        thresholds=config.thresholds,
-        pricing=pricing,
-        claims=(claims.extractor.name, claims.scope) if claims else None,
-        ks=config.ks,
-        slice_by=config.slice_by,
-        policy_version=policy_version,
-        max_report_rows=config.max_report_rows,
-    )
-    report = summarize(outcomes, info)
+    report = builder.report(dataset_sha256=reader.sha256)
     data = report_bytes(report)
     if config.shard is not None and config.partial_out is not None:
-        write_partial(config.partial_out, config.shard, reader.rows, info, outcomes)
+        info = replace(info, dataset_sha256=reader.sha256)
+        write_partial(config.partial_out, config.shard, reader.rows, info, kept)
     elif config.out is not None:
         write_bytes(config.out, data)
-    rate = len(outcomes) / wall if wall > 0 else 0.0
-    record = run_record(outcomes, wall, rate, provider, cached, pricing)
+    rate = builder.rows / wall if wall > 0 else 0.0
+    record = calls.record(wall, rate, provider, cached, pricing)
     if cached is not None:
         for warning in cached.warnings:
             warn(warning)
@@ -198,22 +214,29 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
     return JobResult(report, data, wall, rate, record)
 
 
-def run_record(
-    outcomes: list[RowOutcome],
-    wall: float,
-    rate: float,
-    provider: Provider,
-    cached: CachedProvider | None,
-    pricing: PricingSnapshot,
-) -> dict[str, Any]:
-    """What happened in this run (timings, retries, cache hits): kept out of the report."""
-    calls = []
-    retries: Counter[str] = Counter()
-    for o in outcomes:
+class CallLog:
+    """Per-row call facts for the run record (cached? attempts, retries, latency, request id),
+    kept while the run has at most ``limit`` rows; retry counts are always totalled."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.rows = 0
+        self.retries: Counter[str] = Counter()
+        self.calls: list[dict[str, Any]] | None = []
+
+    def add(self, o: RowOutcome) -> None:
+        self.rows += 1
         reply, failure = o.jev.reply, o.jev.failure
+        if reply is not None:
+            self.retries.update(reply.retries)
+        elif failure is not None:
+            self.retries.update(failure.retries)
+        if self.limit is not None and self.rows > self.limit:
+            self.calls = None
+        if self.calls is None:
+            return
         entry: dict[str, Any] = {"id": o.row.id}
         if reply is not None:
-            retries.update(reply.retries)
             entry.update(
                 cached=reply.cached,
                 attempts=reply.attempts,
@@ -224,43 +247,59 @@ def run_record(
                 requestId=reply.request_id,
             )
         elif failure is not None:
-            retries.update(failure.retries)
             entry.update(
                 failed=failure.kind,
                 message=failure.message,
                 retries=failure.retries,
                 wallMs=o.jev.latency_ms,
             )
-        calls.append(entry)
-    record: dict[str, Any] = {
-        "rows": len(outcomes),
-        "wallSeconds": wall,
-        "rowsPerSecond": rate,
-        "retriesByStatus": dict(sorted(retries.items())),
-    }
-    if cached is not None:
-        stats = cached.stats
-        saved = total_cost(pricing, ((m, t, 0) for m, t in stats.saved_models.items()))
-        record["cache"] = {
-            "hits": stats.hits,
-            "misses": stats.misses,
-            "writes": stats.writes,
-            "corrupt": stats.corrupt,
-            "deduplicated": stats.deduplicated,
-            "savedInputTokens": stats.saved_input_tokens,
-            "savedUsd": saved.usd,
+        self.calls.append(entry)
+
+    def record(
+        self,
+        wall: float,
+        rate: float,
+        provider: Provider,
+        cached: CachedProvider | None,
+        pricing: PricingSnapshot,
+    ) -> dict[str, Any]:
+        """What happened in this run (timings, retries, cache hits): kept out of the report."""
+        record: dict[str, Any] = {
+            "rows": self.rows,
+            "wallSeconds": wall,
+            "rowsPerSecond": rate,
+            "retriesByStatus": dict(sorted(self.retries.items())),
         }
-        inner = cached.inner
-        if isinstance(inner, JevProvider):
-            limiter = inner.limiter.stats
-            record["rateControl"] = {
-                "throttled": limiter.throttled,
-                "peakInFlight": limiter.peak_in_flight,
-                "lowestConcurrency": limiter.lowest_limit,
-                "finalConcurrency": limiter.current_limit,
+        if cached is not None:
+            stats = cached.stats
+            saved = total_cost(pricing, ((m, t, 0) for m, t in stats.saved_models.items()))
+            record["cache"] = {
+                "hits": stats.hits,
+                "misses": stats.misses,
+                "writes": stats.writes,
+                "corrupt": stats.corrupt,
+                "deduplicated": stats.deduplicated,
+                "savedInputTokens": stats.saved_input_tokens,
+                "savedUsd": saved.usd,
             }
-    record["calls"] = calls
-    return record
+            inner = cached.inner
+            if isinstance(inner, JevProvider):
+                limiter = inner.limiter.stats
+                record["rateControl"] = {
+                    "throttled": limiter.throttled,
+                    "peakInFlight": limiter.peak_in_flight,
+                    "lowestConcurrency": limiter.lowest_limit,
+                    "finalConcurrency": limiter.current_limit,
+                }
+        if self.calls is None:
+            record["callsOmitted"] = {
+                "rows": self.rows,
+                "limit": self.limit,
+                "reason": "more rows than --max-report-rows: per-row results are in --rows-out",
+            }
+        else:
+            record["calls"] = self.calls
+        return record
 
 
 def run_job(config: JobConfig, warn: Callable[[str], None] = _ignore) -> JobResult:

@@ -8,13 +8,15 @@ definition itself does (the risk-coverage curve breaks confidence ties by row or
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 BUCKETS = 10
 DEFAULT_SWEEP = (0.5, 0.8, 0.9)
+CURVE_POINTS = 1000  # risk-coverage points kept in the report; AURC always uses every row
 
 
 class Out(BaseModel):
@@ -25,6 +27,38 @@ class Out(BaseModel):
 
 def safe(a: float, b: float) -> float:
     return a / b if b else 0.0
+
+
+class ExactSum:
+    """A running float sum with no rounding until it is read: ``value()`` equals ``math.fsum``
+    of every value added, in any order, without keeping the values.
+
+    Shewchuk's non-overlapping partials (the algorithm behind ``math.fsum``): each ``add``
+    folds the value into a short list of partials whose exact sum is the exact running total.
+    Written here because the standard library offers fsum only over a finished iterable.
+    """
+
+    __slots__ = ("_partials",)
+
+    def __init__(self) -> None:
+        self._partials: list[float] = []
+
+    def add(self, x: float) -> None:
+        partials = self._partials
+        i = 0
+        for y in partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            high = x + y
+            low = y - (high - x)
+            if low:
+                partials[i] = low
+                i += 1
+            x = high
+        partials[i:] = [x]
+
+    def value(self) -> float:
+        return math.fsum(self._partials)
 
 
 # -- classification -----------------------------------------------------------------------
@@ -56,50 +90,70 @@ class Classification(Out):
     confusion: Confusion
 
 
-def classification(pairs: Sequence[tuple[str, str | None]]) -> Classification:
-    """``pairs`` = (actual, predicted or None for a failed row), one per labelled row."""
-    labels: list[str] = []
-    seen: set[str] = set()
-    for actual, predicted in pairs:
+class ClassificationCounts:
+    """The confusion counts of (actual, predicted) pairs, added one row at a time.
+
+    Labels are kept in order of first appearance (actual before predicted), which fixes the
+    order of ``perLabel`` and of the confusion matrix; a failed row (predicted None) counts in
+    ``rows`` and adds no label.
+    """
+
+    __slots__ = ("cells", "labels", "rows")
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.labels: dict[str, None] = {}
+        self.cells: dict[tuple[str, str], int] = {}
+
+    def add(self, actual: str, predicted: str | None) -> None:
+        self.rows += 1
         if predicted is None:
-            continue  # failed rows carry no prediction and add no label
-        for label in (actual, predicted):
-            if label not in seen:
-                seen.add(label)
-                labels.append(label)
-    index = {label: i for i, label in enumerate(labels)}
-    matrix = [[0] * len(labels) for _ in labels]
-    successful = correct = 0
-    for actual, predicted in pairs:
-        if predicted is None:
-            continue
-        successful += 1
-        correct += actual == predicted
-        matrix[index[actual]][index[predicted]] += 1
-    per_label: dict[str, LabelScores] = {}
-    for i, label in enumerate(labels):
-        tp = matrix[i][i]
-        predicted_n = sum(row[i] for row in matrix)
-        support = sum(matrix[i])
-        p, r = safe(tp, predicted_n), safe(tp, support)
-        per_label[label] = LabelScores(
-            precision=p, recall=r, f1=safe(2 * p * r, p + r), support=support
+            return
+        self.labels.setdefault(actual)
+        self.labels.setdefault(predicted)
+        key = (actual, predicted)
+        self.cells[key] = self.cells.get(key, 0) + 1
+
+    def result(self) -> Classification:
+        labels = list(self.labels)
+        index = {label: i for i, label in enumerate(labels)}
+        matrix = [[0] * len(labels) for _ in labels]
+        for (actual, predicted), count in self.cells.items():
+            matrix[index[actual]][index[predicted]] = count
+        successful = sum(self.cells.values())
+        correct = sum(count for (a, p), count in self.cells.items() if a == p)
+        per_label: dict[str, LabelScores] = {}
+        for i, label in enumerate(labels):
+            tp = matrix[i][i]
+            predicted_n = sum(row[i] for row in matrix)
+            support = sum(matrix[i])
+            p, r = safe(tp, predicted_n), safe(tp, support)
+            per_label[label] = LabelScores(
+                precision=p, recall=r, f1=safe(2 * p * r, p + r), support=support
+            )
+        n = self.rows
+        failures = n - successful
+        return Classification(
+            rows=n,
+            successful=successful,
+            correct=correct,
+            accuracy=safe(correct, successful),
+            overall_accuracy=safe(correct, n),
+            success_rate=safe(successful, n),
+            failures=failures,
+            failure_rate=safe(failures, n),
+            macro_f1=safe(math.fsum(s.f1 for s in per_label.values()), len(per_label)),
+            per_label=per_label,
+            confusion=Confusion(labels=labels, matrix=matrix),
         )
-    n = len(pairs)
-    failures = n - successful
-    return Classification(
-        rows=n,
-        successful=successful,
-        correct=correct,
-        accuracy=safe(correct, successful),
-        overall_accuracy=safe(correct, n),
-        success_rate=safe(successful, n),
-        failures=failures,
-        failure_rate=safe(failures, n),
-        macro_f1=safe(math.fsum(s.f1 for s in per_label.values()), len(per_label)),
-        per_label=per_label,
-        confusion=Confusion(labels=labels, matrix=matrix),
-    )
+
+
+def classification(pairs: Iterable[tuple[str, str | None]]) -> Classification:
+    """``pairs`` = (actual, predicted or None for a failed row), one per labelled row."""
+    counts = ClassificationCounts()
+    for actual, predicted in pairs:
+        counts.add(actual, predicted)
+    return counts.result()
 
 
 # -- calibration ---------------------------------------------------------------------------
@@ -125,30 +179,50 @@ def bucket_index(confidence: float) -> int:
     return BUCKETS - 1 if confidence == 1.0 else math.floor(confidence * BUCKETS)
 
 
-def calibration(items: Sequence[tuple[float, bool]]) -> Calibration:
-    """Reliability table and weighted ECE over (confidence, correct) pairs."""
-    groups: list[list[tuple[float, bool]]] = [[] for _ in range(BUCKETS)]
-    for confidence, correct in items:
-        groups[bucket_index(confidence)].append((confidence, correct))
-    n = len(items)
-    buckets: list[Bucket] = []
-    for i, group in enumerate(groups):
-        count = len(group)
-        mean = safe(math.fsum(c for c, _ in group), count)
-        accuracy = safe(sum(ok for _, ok in group), count)
-        buckets.append(
-            Bucket(
-                index=i,
-                lower=i / BUCKETS,
-                upper=(i + 1) / BUCKETS,
-                count=count,
-                mean_confidence=mean,
-                accuracy=accuracy,
-                gap=abs(mean - accuracy),
+class CalibrationCounts:
+    """Reliability buckets of (confidence, correct) pairs, added one at a time: per bucket a
+    count, an exact confidence sum and the correct count."""
+
+    __slots__ = ("correct", "counts", "sums")
+
+    def __init__(self) -> None:
+        self.counts = [0] * BUCKETS
+        self.correct = [0] * BUCKETS
+        self.sums = [ExactSum() for _ in range(BUCKETS)]
+
+    def add(self, confidence: float, correct: bool) -> None:
+        i = bucket_index(confidence)
+        self.counts[i] += 1
+        self.correct[i] += correct
+        self.sums[i].add(confidence)
+
+    def result(self) -> Calibration:
+        n = sum(self.counts)
+        buckets: list[Bucket] = []
+        for i, count in enumerate(self.counts):
+            mean = safe(self.sums[i].value(), count)
+            accuracy = safe(self.correct[i], count)
+            buckets.append(
+                Bucket(
+                    index=i,
+                    lower=i / BUCKETS,
+                    upper=(i + 1) / BUCKETS,
+                    count=count,
+                    mean_confidence=mean,
+                    accuracy=accuracy,
+                    gap=abs(mean - accuracy),
+                )
             )
-        )
-    ece = math.fsum(safe(b.count, n) * b.gap for b in buckets)
-    return Calibration(count=n, ece=ece, buckets=buckets)
+        ece = math.fsum(safe(b.count, n) * b.gap for b in buckets)
+        return Calibration(count=n, ece=ece, buckets=buckets)
+
+
+def calibration(items: Iterable[tuple[float, bool]]) -> Calibration:
+    """Reliability table and weighted ECE over (confidence, correct) pairs."""
+    counts = CalibrationCounts()
+    for confidence, correct in items:
+        counts.add(confidence, correct)
+    return counts.result()
 
 
 # -- selective prediction --------------------------------------------------------------------
@@ -171,41 +245,90 @@ class SweepPoint(Out):
 class Selective(Out):
     count: int
     aurc: float
+    curve_step: int | None = None  # set when the curve keeps every N-th point (large runs)
     curve: list[CurvePoint]
     sweep: list[SweepPoint]
 
 
+class ScoredColumns:
+    """(confidence, correct) pairs in row order as two flat columns: 9 bytes a pair, so a
+    million scored rows cost 9 MB rather than a million tuples."""
+
+    __slots__ = ("confidence", "correct")
+
+    def __init__(self) -> None:
+        self.confidence = array("d")
+        self.correct = bytearray()
+
+    def add(self, confidence: float, correct: bool) -> None:
+        self.confidence.append(confidence)
+        self.correct.append(correct)
+
+    def __len__(self) -> int:
+        return len(self.correct)
+
+    def pairs(self) -> Iterator[tuple[float, bool]]:
+        for confidence, correct in zip(self.confidence, self.correct, strict=True):
+            yield confidence, bool(correct)
+
+
 def selective(
-    items: Sequence[tuple[float, bool]], sweep: Iterable[float] = DEFAULT_SWEEP
+    items: Iterable[tuple[float, bool]] | ScoredColumns,
+    sweep: Iterable[float] = DEFAULT_SWEEP,
+    max_points: int = CURVE_POINTS,
 ) -> Selective:
-    """Risk-coverage curve (confidence descending, ties in row order), AURC and a sweep."""
-    order = sorted(range(len(items)), key=lambda i: -items[i][0])  # sorted() is stable
+    """Risk-coverage curve (confidence descending, ties in row order), AURC and a sweep.
+
+    AURC always uses every point; above ``max_points`` rows the curve itself keeps every
+    ``curveStep``-th point and the last one.
+    """
+    if not isinstance(items, ScoredColumns):
+        columns = ScoredColumns()
+        for confidence, correct in items:
+            columns.add(confidence, correct)
+        items = columns
+    confidences, oks = items.confidence, items.correct
     n = len(items)
+    # sorted() is stable, also with reverse=True: equal confidences stay in row order
+    order = sorted(range(n), key=confidences.__getitem__, reverse=True)
+    step = max(1, math.ceil(n / max_points))
     curve: list[CurvePoint] = []
+    risks = ExactSum()
     errors = 0
     for k, i in enumerate(order, start=1):
-        confidence, correct = items[i]
-        errors += not correct
-        # model_construct: plain floats computed here; validation per point would dominate
-        curve.append(
-            CurvePoint.model_construct(coverage=k / n, risk=errors / k, threshold=confidence)
-        )
-    aurc = safe(math.fsum(p.risk for p in curve), n)
+        errors += not oks[i]
+        risk = errors / k
+        risks.add(risk)
+        if k % step == 0 or k == n:
+            # model_construct: plain floats computed here; validation per point would dominate
+            curve.append(
+                CurvePoint.model_construct(coverage=k / n, risk=risk, threshold=confidences[i])
+            )
+    del order
     points: list[SweepPoint] = []
     for t in sweep:
-        accepted = [ok for c, ok in items if c >= t]
-        wrong = sum(not ok for ok in accepted)
-        coverage = safe(len(accepted), n)
+        accepted = wrong = 0
+        for confidence, ok in zip(confidences, oks, strict=True):
+            if confidence >= t:
+                accepted += 1
+                wrong += not ok
+        coverage = safe(accepted, n)
         points.append(
             SweepPoint(
                 threshold=t,
-                accepted=len(accepted),
+                accepted=accepted,
                 coverage=coverage,
-                risk=safe(wrong, len(accepted)),
-                review_rate=safe(n - len(accepted), n),
+                risk=safe(wrong, accepted),
+                review_rate=safe(n - accepted, n),
             )
         )
-    return Selective(count=n, aurc=aurc, curve=curve, sweep=points)
+    return Selective(
+        count=n,
+        aurc=safe(risks.value(), n),
+        curve_step=step if step > 1 else None,
+        curve=curve,
+        sweep=points,
+    )
 
 
 # -- binary judgments ------------------------------------------------------------------------
@@ -224,18 +347,42 @@ def brier(items: Sequence[tuple[float, bool]]) -> float:
     return safe(math.fsum((p - float(y)) ** 2 for p, y in items), len(items))
 
 
-def component(items: Sequence[tuple[float, bool]]) -> Component:
+class ComponentCounts:
+    """One binary judgment against its labels, added one (P(true), label) pair at a time."""
+
+    __slots__ = ("calibration", "correct", "count", "positives", "predicted", "squares")
+
+    def __init__(self) -> None:
+        self.count = self.correct = self.positives = self.predicted = 0
+        self.squares = ExactSum()
+        self.calibration = CalibrationCounts()
+
+    def add(self, p: float, label: bool) -> None:
+        ok = (p >= 0.5) == label
+        self.count += 1
+        self.correct += ok
+        self.positives += label
+        self.predicted += p >= 0.5
+        self.squares.add((p - float(label)) ** 2)
+        self.calibration.add(max(p, 1.0 - p), ok)
+
+    def result(self) -> Component:
+        return Component(
+            count=self.count,
+            accuracy=safe(self.correct, self.count),
+            brier=safe(self.squares.value(), self.count),
+            ece=self.calibration.result().ece,
+            positives=self.positives,
+            predicted_positives=self.predicted,
+        )
+
+
+def component(items: Iterable[tuple[float, bool]]) -> Component:
     """One binary judgment against its labels: (P(true), label) pairs."""
-    correct = [(p >= 0.5) == y for p, y in items]
-    confidence = [(max(p, 1.0 - p), ok) for (p, _), ok in zip(items, correct, strict=True)]
-    return Component(
-        count=len(items),
-        accuracy=safe(sum(correct), len(items)),
-        brier=brier(items),
-        ece=calibration(confidence).ece,
-        positives=sum(y for _, y in items),
-        predicted_positives=sum(p >= 0.5 for p, _ in items),
-    )
+    counts = ComponentCounts()
+    for p, label in items:
+        counts.add(p, label)
+    return counts.result()
 
 
 # -- latency -------------------------------------------------------------------------------------
@@ -260,6 +407,8 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def latency(values: Iterable[float]) -> Latency:
+    """Percentiles, extremes and mean; the values are sorted once (a column of floats is
+    enough: ``array('d')`` keeps a million latencies in 8 MB)."""
     ordered = sorted(values)
     if not ordered:
         return Latency(count=0)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from ragbatch.metrics import Out, safe
+from ragbatch.metrics import ExactSum, Out, safe
 from ragbatch.schema import Context, Golden
 
 DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10)
@@ -155,27 +155,74 @@ def rank_golden(
     return rank_row(ranked_documents(contexts), golden.expected_documents, golden.relevance, ks)
 
 
+class _AtKSums:
+    """Exact running sums of the five metrics of one cut-off."""
+
+    __slots__ = ("context_precision", "hit", "ndcg", "precision", "recall")
+
+    def __init__(self) -> None:
+        self.hit, self.recall, self.precision = ExactSum(), ExactSum(), ExactSum()
+        self.context_precision, self.ndcg = ExactSum(), ExactSum()
+
+    def add(self, at: AtK) -> None:
+        self.hit.add(at.hit)
+        self.recall.add(at.recall)
+        self.precision.add(at.precision)
+        self.context_precision.add(at.context_precision)
+        self.ndcg.add(at.ndcg)
+
+    def mean(self, n: int) -> AtK:
+        return AtK(
+            hit=safe(self.hit.value(), n),
+            recall=safe(self.recall.value(), n),
+            precision=safe(self.precision.value(), n),
+            context_precision=safe(self.context_precision.value(), n),
+            ndcg=safe(self.ndcg.value(), n),
+        )
+
+
+def _sums(keys: Iterable[str]) -> dict[str, _AtKSums]:
+    return {key: _AtKSums() for key in keys}
+
+
+class RankingAccumulator:
+    """Means over labelled rows, fed one :class:`RowRanking` at a time.
+
+    Keeps a row count and exact sums (equal to ``math.fsum`` over every row), so its memory does
+    not grow with the rows. ``ks`` defaults to the first row's cut-offs (or DEFAULT_KS when no
+    row comes); ``at`` keeps their order.
+    """
+
+    __slots__ = ("_at", "_rr", "rows")
+
+    def __init__(self, ks: Iterable[int] | None = None) -> None:
+        self.rows = 0
+        self._rr = ExactSum()
+        self._at = None if ks is None else _sums(str(k) for k in _check_ks(ks))
+
+    def add(self, row: RowRanking) -> None:
+        if self._at is None:
+            self._at = _sums(row.at)
+        self.rows += 1
+        self._rr.add(row.reciprocal_rank)
+        for key, sums in self._at.items():
+            sums.add(row.at[key])
+
+    def result(self) -> RetrievalRanking:
+        at = self._at if self._at is not None else _sums(str(k) for k in DEFAULT_KS)
+        n = self.rows
+        return RetrievalRanking(
+            rows=n,
+            mrr=safe(self._rr.value(), n),
+            at={key: sums.mean(n) for key, sums in at.items()},
+        )
+
+
 def aggregate_ranking(
-    rows: Sequence[RowRanking], ks: Iterable[int] | None = None
+    rows: Iterable[RowRanking], ks: Iterable[int] | None = None
 ) -> RetrievalRanking:
     """Means over labelled rows. ``ks`` defaults to the first row's cut-offs (or DEFAULT_KS)."""
-    if ks is None:
-        keys = list(rows[0].at) if rows else [str(k) for k in DEFAULT_KS]
-    else:
-        keys = [str(k) for k in _check_ks(ks)]
-    n = len(rows)
-
-    def mean(values: Iterable[float]) -> float:
-        return safe(math.fsum(values), n)
-
-    at = {
-        key: AtK(
-            hit=mean(r.at[key].hit for r in rows),
-            recall=mean(r.at[key].recall for r in rows),
-            precision=mean(r.at[key].precision for r in rows),
-            context_precision=mean(r.at[key].context_precision for r in rows),
-            ndcg=mean(r.at[key].ndcg for r in rows),
-        )
-        for key in keys
-    }
-    return RetrievalRanking(rows=n, mrr=mean(r.reciprocal_rank for r in rows), at=at)
+    total = RankingAccumulator(ks)
+    for row in rows:
+        total.add(row)
+    return total.result()

@@ -1,8 +1,7 @@
-"""``--rows-out``: per-row results streamed to JSONL as rows finish, in input order at the end.
+"""``--rows-out``: per-row results streamed to JSONL in input order as rows complete.
 
-Rows are appended as they complete (so a crash leaves everything finished so far on disk),
-with their byte offsets kept in memory; when the run ends the file is rewritten in input order
-by seeking to each row. Memory stays at a few integers per row.
+The runner hands rows on in input order (a row finished early waits in its bounded reordering
+window), so the file is written straight through: nothing per row is kept in memory.
 """
 
 from __future__ import annotations
@@ -34,28 +33,20 @@ def row_json(outcome: RowOutcome, ks: Sequence[int]) -> bytes:
 
 
 class RowsWriter:
+    """Appends each row's result as the runner hands it on (input order) and flushes, so a
+    crash leaves every row before it on disk; the file appears under its name at the end."""
+
     def __init__(self, path: Path, ks: Sequence[int]) -> None:
         self.path = path
         self.ks = ks
         path.parent.mkdir(parents=True, exist_ok=True)
         self._part = path.with_name(f".{path.name}.part")
         self._handle = self._part.open("wb")
-        self._spans: list[tuple[int, int, int]] = []  # (input index, offset, length)
 
-    def on_row(self, outcome: RowOutcome) -> None:
-        line = row_json(outcome, self.ks) + b"\n"
-        offset = self._handle.tell()
-        self._handle.write(line)
+    def write(self, outcome: RowOutcome) -> None:
+        self._handle.write(row_json(outcome, self.ks) + b"\n")
         self._handle.flush()
-        self._spans.append((outcome.index, offset, len(line)))
 
     def close(self) -> None:
-        """Rewrite in input order and put the file in place."""
         self._handle.close()
-        ordered = self.path.with_name(f".{self.path.name}.ordered")
-        with self._part.open("rb") as source, ordered.open("wb") as target:
-            for _, offset, length in sorted(self._spans):
-                source.seek(offset)
-                target.write(source.read(length))
-        os.replace(ordered, self.path)
-        self._part.unlink()
+        os.replace(self._part, self.path)

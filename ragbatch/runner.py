@@ -1,10 +1,10 @@
 """Streams rows through concurrent provider calls: the ONLY task group (async I/O).
 
 Producer -> bounded memory object stream -> ``concurrency`` workers. Each worker asks Jev for
-one row (one request, every question), applies the policy, asks the baseline judge, and stores
-the outcome under the row's input index, so the result is in input order whatever order the
-calls finish in. A call that fails is recorded as a failed row and the run goes on; only
-:class:`~ragbatch.errors.RunAborted` (or a bug) stops it.
+one row (one request, every question), applies the policy and asks the baseline judge; outcomes
+are handed on in input order whatever order the calls finish in, through a bounded reordering
+window, so memory does not grow with the row count. A call that fails is recorded as a failed
+row and the run goes on; only :class:`~ragbatch.errors.RunAborted` (or a bug) stops it.
 """
 
 from __future__ import annotations
@@ -154,6 +154,41 @@ async def baseline_row(row: Row, judge: BaselineJudge) -> BaselineOutcome:
         return BaselineOutcome(None, RowFailure(kind=exc.kind, message=str(exc)))
 
 
+class InOrder:
+    """Hands finished rows to ``sink`` in input order, whatever order they finish in.
+
+    A row that finishes early waits here until every row before it is done; the producer
+    sends row ``k`` only once fewer than ``window`` rows are waiting (:meth:`admit`), so a
+    slow row holds back at most ``window`` finished ones, however long the run.
+    """
+
+    def __init__(self, sink: Callable[[RowOutcome], None], window: int) -> None:
+        self.sink = sink
+        self.window = window
+        self.next = 0
+        self.waiting: dict[int, RowOutcome] = {}
+        self.advanced = anyio.Event()
+
+    async def admit(self, position: int) -> None:
+        while position >= self.next + self.window:
+            await self.advanced.wait()
+
+    def put(self, position: int, outcome: RowOutcome) -> None:
+        self.waiting[position] = outcome
+        start = self.next
+        while self.next in self.waiting:
+            self.sink(self.waiting.pop(self.next))
+            self.next += 1
+        if self.next != start:
+            self.advanced.set()
+            self.advanced = anyio.Event()
+
+
+def reorder_window(concurrency: int) -> int:
+    """How many finished rows may wait for a slow one before the producer pauses."""
+    return max(4096, 128 * concurrency)
+
+
 async def run_batch(
     rows: Iterable[Row],
     provider: Provider,
@@ -172,31 +207,50 @@ async def run_indexed(
     config: RunConfig,
     on_row: Callable[[RowOutcome], None] | None = None,
 ) -> list[RowOutcome]:
-    """Evaluate (input index, row) pairs, e.g. one shard of a file; sorted by index."""
+    """Evaluate (input index, row) pairs, e.g. one shard of a file; in input order."""
+    outcomes: list[RowOutcome] = []
+    await run_stream(rows, provider, baseline, config, outcomes.append, on_row)
+    return outcomes
+
+
+async def run_stream(
+    rows: Iterable[tuple[int, Row]],
+    provider: Provider,
+    baseline: BaselineJudge,
+    config: RunConfig,
+    in_order: Callable[[RowOutcome], None],
+    on_row: Callable[[RowOutcome], None] | None = None,
+) -> int:
+    """Evaluate (input index, row) pairs; ``in_order`` gets each outcome in input order as
+    soon as the rows before it are done, ``on_row`` as soon as it finishes. Nothing is kept:
+    memory does not grow with the number of rows. Returns the number of rows."""
     if config.concurrency < 1:
         raise ValueError("concurrency must be >= 1")
-    results: dict[int, RowOutcome] = {}
     budget = ErrorBudget(config)
+    ordered = InOrder(in_order, reorder_window(config.concurrency))
 
-    async def worker(receive: MemoryObjectReceiveStream[tuple[int, Row]]) -> None:
+    async def worker(receive: MemoryObjectReceiveStream[tuple[int, int, Row]]) -> None:
         async with receive:
-            async for index, row in receive:
+            async for position, index, row in receive:
                 jev = await judge_row(row, provider, config.thresholds, config.claims)
                 budget.record(jev)
                 base = await baseline_row(row, baseline)
                 # the mock block has served its call: the outcome keeps what the report reads
                 kept = row.model_copy(update={"mock": None}) if row.mock is not None else row
                 outcome = RowOutcome(index, kept, decision_for(row), jev, base)
-                results[index] = outcome
                 if on_row is not None:
                     on_row(outcome)
+                ordered.put(position, outcome)
 
-    send, receive = anyio.create_memory_object_stream[tuple[int, Row]](config.concurrency)
+    send, receive = anyio.create_memory_object_stream[tuple[int, int, Row]](config.concurrency)
+    sent = 0
     async with anyio.create_task_group() as tg:
         for _ in range(config.concurrency):
             tg.start_soon(worker, receive.clone())
         receive.close()
         async with send:
-            for index, row in rows:
-                await send.send((index, row))
-    return [results[i] for i in sorted(results)]
+            for position, (index, row) in enumerate(rows):
+                await ordered.admit(position)
+                await send.send((position, index, row))
+                sent = position + 1
+    return sent

@@ -12,7 +12,9 @@ Each row gets slice keys: three built in, plus chosen metadata fields.
   ``metadata.<name>``.
 
 :func:`slice_table` works on compact items (slice keys + per-row numbers), so a report can be
-sliced without the dataset. The flag rule is :data:`RULE` (see :func:`rule_text`).
+sliced without the dataset; :class:`SliceAccumulator` builds the same mean-metric table one item
+at a time, in memory that does not grow with the rows. The flag rule is :data:`RULE` (see
+:func:`rule_text`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ragbatch.metrics import Out
+from ragbatch.metrics import ExactSum, Out
 
 NONE_VALUE = "(none)"
 NEAR_DUPLICATE_JACCARD = 0.9
@@ -161,6 +163,39 @@ def _order(dimension: str, values: Collection[str]) -> list[str]:
     return sorted(values, key=lambda v: (v == NONE_VALUE, v))
 
 
+def _slice(
+    dimension: str,
+    value: str,
+    rows: int,
+    metrics: dict[str, float | None],
+    whole: Mapping[str, float | None],
+    min_rows: int,
+    drop: float,
+    lower_is_better: Collection[str],
+) -> Slice:
+    """One slice from its metrics: deltas to the whole and the flag per :func:`rule_text`."""
+    deltas: dict[str, float | None] = {}
+    reasons: list[str] = []
+    for name, got in metrics.items():
+        ref = whole[name]
+        if got is None or ref is None:
+            deltas[name] = None
+            continue
+        deltas[name] = got - ref
+        worse = got - ref if name in lower_is_better else ref - got
+        if rows >= min_rows and worse > drop + EPSILON:
+            reasons.append(f"{name} {got:.3f} vs {ref:.3f} on the whole")
+    return Slice(
+        dimension=dimension,
+        value=value,
+        rows=rows,
+        metrics=metrics,
+        deltas=deltas,
+        flag=bool(reasons),
+        reason="; ".join(reasons) if reasons else None,
+    )
+
+
 def slice_table(
     items: Sequence[SliceItem],
     metric_fns: Mapping[str, MetricFn],
@@ -183,26 +218,75 @@ def slice_table(
         for value in _order(dimension, values):
             group = [item for item in items if item.keys.get(dimension) == value]
             metrics = {name: fn(group) for name, fn in metric_fns.items()}
-            deltas: dict[str, float | None] = {}
-            reasons: list[str] = []
-            for name, got in metrics.items():
-                ref = whole[name]
-                if got is None or ref is None:
-                    deltas[name] = None
-                    continue
-                deltas[name] = got - ref
-                worse = got - ref if name in lower_is_better else ref - got
-                if len(group) >= min_rows and worse > drop + EPSILON:
-                    reasons.append(f"{name} {got:.3f} vs {ref:.3f} on the whole")
             table.append(
-                Slice(
-                    dimension=dimension,
-                    value=value,
-                    rows=len(group),
-                    metrics=metrics,
-                    deltas=deltas,
-                    flag=bool(reasons),
-                    reason="; ".join(reasons) if reasons else None,
+                _slice(
+                    dimension, value, len(group), metrics, whole, min_rows, drop, lower_is_better
                 )
             )
     return table
+
+
+class _Means:
+    """A row count and, per metric, the count and exact sum of the values present."""
+
+    __slots__ = ("counts", "rows", "sums")
+
+    def __init__(self, metrics: int) -> None:
+        self.rows = 0
+        self.counts = [0] * metrics
+        self.sums = [ExactSum() for _ in range(metrics)]
+
+    def add(self, values: Sequence[float | None]) -> None:
+        self.rows += 1
+        for i, value in enumerate(values):
+            if value is not None:
+                self.counts[i] += 1
+                self.sums[i].add(value)
+
+    def means(self, names: Sequence[str]) -> dict[str, float | None]:
+        return {
+            name: total.value() / count if count else None
+            for name, count, total in zip(names, self.counts, self.sums, strict=True)
+        }
+
+
+class SliceAccumulator:
+    """``slice_table(items, mean_metrics(names), ...)``, fed one item at a time.
+
+    Keeps, per (dimension, value) and for the whole, a row count and per metric a count and an
+    exact sum (equal to ``math.fsum``), so memory grows with the distinct slice values, never
+    with the rows. The table is identical, order included.
+    """
+
+    __slots__ = ("_cells", "_rule", "_whole", "names")
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        min_rows: int = DEFAULT_MIN_ROWS,
+        drop: float = DEFAULT_DROP,
+        lower_is_better: Collection[str] = (),
+    ) -> None:
+        self.names = tuple(dict.fromkeys(names))
+        self._rule = (min_rows, drop, lower_is_better)
+        self._whole = _Means(len(self.names))
+        self._cells: dict[str, dict[str, _Means]] = {}
+
+    def add(self, item: SliceItem) -> None:
+        values = [None if (v := item.values.get(name)) is None else float(v) for name in self.names]
+        self._whole.add(values)
+        for dimension, value in item.keys.items():
+            cells = self._cells.setdefault(dimension, {})
+            cell = cells.get(value)
+            if cell is None:
+                cell = cells[value] = _Means(len(self.names))
+            cell.add(values)
+
+    def result(self) -> list[Slice]:
+        whole = self._whole.means(self.names)
+        return [
+            _slice(dimension, value, cell.rows, cell.means(self.names), whole, *self._rule)
+            for dimension, cells in self._cells.items()
+            for value in _order(dimension, cells)
+            for cell in (cells[value],)
+        ]

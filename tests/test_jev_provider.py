@@ -312,7 +312,10 @@ async def test_persistent_hang_fails_the_row(
         elapsed = time.perf_counter() - started
     assert info.value.kind == kind
     assert elapsed < 0.9
-    assert jev_server.requests_total == (max_retries + 1 if kind == "timeout" else 3)
+    if kind == "timeout":
+        assert jev_server.requests_total == max_retries + 1
+    else:  # the deadline cuts the retries short: 3 attempts fit, 2 on a loaded machine
+        assert 2 <= jev_server.requests_total <= 3
 
 
 @pytest.mark.anyio

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import math
+import random
 from pathlib import Path
 
 import pytest
@@ -210,6 +212,36 @@ def test_selective_custom_sweep_with_nothing_accepted() -> None:
     (point,) = m.selective(SELECTIVE, sweep=[1.0]).sweep
     assert (point.threshold, point.accepted, point.coverage, point.risk) == (1.0, 0, 0.0, 0.0)
     assert point.review_rate == 1.0
+
+
+def test_selective_curve_is_thinned_above_max_points_but_aurc_uses_every_row() -> None:
+    rng = random.Random(5)
+    items = [(round(rng.random(), 2), rng.random() < 0.7) for _ in range(2500)]
+    full = m.selective(items, max_points=10_000)
+    thin = m.selective(items, max_points=1000)
+    assert (full.curve_step, len(full.curve)) == (None, 2500)
+    assert thin.curve_step == 3  # ceil(2500 / 1000)
+    assert thin.curve == [p for k, p in enumerate(full.curve, start=1) if k % 3 == 0 or k == 2500]
+    assert thin.curve[-1].coverage == 1.0
+    assert thin.aurc == full.aurc == math.fsum(p.risk for p in full.curve) / 2500
+    assert thin.sweep == full.sweep
+
+
+def test_exact_sum_equals_fsum_in_any_order() -> None:
+    rng = random.Random(11)
+    for _ in range(200):
+        values = [
+            rng.uniform(-1, 1) * 10 ** rng.randint(-30, 30) for _ in range(rng.randint(0, 200))
+        ]
+        total = m.ExactSum()
+        for v in values:
+            total.add(v)
+        assert total.value() == math.fsum(values)
+        rng.shuffle(values)
+        again = m.ExactSum()
+        for v in values:
+            again.add(v)
+        assert again.value() == total.value()
 
 
 def test_selective_empty() -> None:

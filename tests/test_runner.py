@@ -10,6 +10,7 @@ import anyio
 import orjson
 import pytest
 
+from ragbatch import runner
 from ragbatch.dataset import DatasetReader
 from ragbatch.errors import DatasetError, ProviderError, RunAborted
 from ragbatch.outcome import RowOutcome
@@ -152,3 +153,48 @@ def test_no_label_field_ever_reaches_the_provider(tmp_path: Path) -> None:
         row: Row = call.row
         if row.expected and row.expected.diagnosis:
             assert row.expected.diagnosis not in body
+
+
+class SlowFirstRow:
+    """The first row answers only after many scheduler yields; the others answer at once."""
+
+    name = "slow-first"
+    endpoint = "slow-first"
+    model = "mock-jev"
+
+    def __init__(self) -> None:
+        self.inner = MockProvider()
+        self.first_done = False
+        self.started_while_first_pending: list[str] = []
+        self.first_id: str | None = None
+
+    async def fetch_answers(self, call: Call) -> Reply:
+        if self.first_id is None:
+            self.first_id = call.row.id
+            for _ in range(2000):
+                await anyio.lowlevel.checkpoint()
+            self.first_done = True
+        elif not self.first_done:
+            self.started_while_first_pending.append(call.row.id)
+        return await self.inner.fetch_answers(call)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_slow_row_holds_back_at_most_the_reorder_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runner, "reorder_window", lambda concurrency: 5)
+    provider = SlowFirstRow()
+    seen: list[int] = []
+
+    async def go() -> int:
+        rows = enumerate(DatasetReader(FIXTURE))
+        sink = lambda o: seen.append(o.index)  # noqa: E731
+        return await runner.run_stream(rows, provider, RecordedBaseline(), RunConfig(8), sink)
+
+    total = anyio.run(go)
+    assert total == 48 and seen == list(range(48))  # handed on in input order
+    # positions 1-4 may run while row 0 is pending; position 5 waits for it (window 5)
+    assert len(provider.started_while_first_pending) == 4
