@@ -265,7 +265,7 @@ def run(
             min=0,
             help="Above this many rows the report keeps aggregates only (use --rows-out).",
         ),
-    ] = 100_000,
+    ] = 10_000,
     progress_interval: Annotated[
         float, typer.Option(min=0.0, help="Seconds between plain progress lines (non-terminal).")
     ] = 5.0,

@@ -74,7 +74,7 @@ class JobConfig:
     policy: Path | None = None  # a calibrated policy file: its thresholds win
     max_cost: float | None = None
     rows_out: Path | None = None
-    max_report_rows: int | None = 100_000
+    max_report_rows: int | None = 10_000
     progress: str = "none"  # auto | rich | plain | none
     progress_interval: float = 5.0
     format: str = "jsonl"  # jsonl | ragas | csv | golden-yaml

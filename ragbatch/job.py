@@ -79,7 +79,7 @@ def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def watch(
-    config: JobConfig, pricing: PricingSnapshot, cached: CachedProvider | None
+    config: JobConfig, pricing: PricingSnapshot, cached: CachedProvider | None, total: int | None
 ) -> tuple[Progress | None, RowsWriter | None]:
     """The observers of finished rows: the progress display (rows as they finish) and the
     --rows-out writer (rows in input order)."""
@@ -99,7 +99,6 @@ def watch(
                 live.concurrency = lambda: limiter.limit
                 live.retries = lambda: sum(counts.values())
                 live.throttled = lambda: limiter.stats.throttled
-        total = count_lines(str(config.dataset)) if config.source is None else None
         progress = Progress(
             total, pricing, live, mode=config.progress, interval=config.progress_interval
         )
@@ -129,6 +128,20 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         outputs=config.outputs,
         ignore_unknown_fields=config.ignore_unknown_fields,
     )
+    total = count_lines(str(config.dataset)) if config.source is None else None
+    limit = config.max_report_rows
+    if (
+        config.format == "jsonl"
+        and total is not None
+        and limit is not None
+        and total > limit
+        and config.rows_out is None
+        and config.shard is None
+    ):
+        warn(
+            f"{total} rows > --max-report-rows {limit}: the report will keep aggregates only; "
+            "add --rows-out PATH to keep per-row results"
+        )
     provider, cached, warnings = make_provider(config, pricing)  # last: it holds connections
     for warning in warnings:
         warn(warning)
@@ -163,7 +176,7 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
             for index, row in enumerate(reader)
             if config.shard is None or shard_of(row.id, config.shard[1]) == config.shard[0]
         )
-        progress, rows_out = watch(config, pricing, cached)
+        progress, rows_out = watch(config, pricing, cached, total)
 
         def in_order(outcome: RowOutcome) -> None:
             builder.add(outcome)

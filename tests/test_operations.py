@@ -157,3 +157,23 @@ def test_large_reports_keep_aggregates_only(tmp_path: Path) -> None:
     golden = report(ROOT / "reports/expected-report.json")
     assert full["modes"] == golden["modes"]  # aggregates are unchanged
     assert len(rows.read_bytes().splitlines()) == 48
+
+
+def test_above_the_limit_the_run_record_drops_call_entries_and_a_warning_names_rows_out(
+    tmp_path: Path,
+) -> None:
+    out, record = tmp_path / "r.json", tmp_path / "record.json"
+    code, _, err = cli(
+        "run", DATASET, "--out", str(out), "--pricing", PRICING, "--max-report-rows", "10",
+        "--run-record", str(record), "--quiet",
+    )  # fmt: skip
+    assert code == 0
+    assert "48 rows > --max-report-rows 10" in err and "--rows-out PATH" in err
+    facts = orjson.loads(record.read_bytes())
+    assert "calls" not in facts and facts["callsOmitted"]["rows"] == 48
+    code, _, err = cli(
+        "run", DATASET, "--out", str(out), "--pricing", PRICING, "--run-record", str(record),
+        "--quiet",
+    )  # fmt: skip
+    assert code == 0 and "max-report-rows" not in err
+    assert len(orjson.loads(record.read_bytes())["calls"]) == 48
