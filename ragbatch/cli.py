@@ -256,7 +256,7 @@ def run(
     rows_out: Annotated[
         Path | None,
         typer.Option(
-            help="Stream per-row results to this JSONL as rows finish (input order at the end)."
+            help="Stream per-row results to this JSONL, in input order, as rows complete."
         ),
     ] = None,
     max_report_rows: Annotated[
