@@ -1,7 +1,7 @@
 """Warm-cache replay at growing sizes: rows/s and peak RSS of ``ragbatch run --offline``.
 
     python bench/bench_scale.py [--sizes 10000,100000] [--work-dir DIR]
-    python bench/bench_scale.py --sizes 10000,100000,1000000   # the full run
+    python bench/bench_scale.py --sizes 10000,100000,1000000 --repeat 3   # the full run
 
 One synthetic dataset of small rows (``bench.synth.write_small_dataset``: 1-2 contexts of
 ~20 words) of the largest size is written; every smaller size is its prefix. Each size gets
@@ -18,7 +18,9 @@ per-row summary work, which happens as rows complete) and from the wall time (in
 start-up and report writing included). The goal in the issue: peak RSS under 400 MB at 1M
 rows, rows/s flat within 20% across sizes. At the default ``--max-report-rows`` (10,000) the
 smallest size also builds the per-row table of the report, which larger sizes leave out;
-``--max-report-rows 0`` makes every size do the same work per row.
+``--max-report-rows 0`` makes every size do the same work per row. The marginal rate (extra
+rows over extra run time, against the previous size) cancels fixed start-up costs, which
+otherwise make the smallest size look slow per row.
 """
 
 from __future__ import annotations
@@ -148,6 +150,9 @@ def main() -> None:
     )
     parser.add_argument("--timeout-s", type=float, help="kill a replay that runs longer")
     parser.add_argument(
+        "--repeat", type=int, default=1, help="replays per size; the median run is reported"
+    )
+    parser.add_argument(
         "--max-report-rows",
         type=int,
         help="passed to every replay (default: ragbatch's own, 10,000); 0 = aggregates only at "
@@ -180,19 +185,34 @@ def main() -> None:
             f"{'rows':>9} {'wall s':>8} {'rows/s run':>11} {'rows/s wall':>12} {'peak RSS MB':>12}"
         )
         base: tuple[int, float, float] | None = None  # the first size that completed
+        previous: tuple[int, float] | None = None  # (rows, run rows/s) of the last size
         for size in sizes:
             data, cache_dir = datasets[size]
-            wall, rate, rss, code = replay(
-                data, cache_dir, tmp, args.max_memory_mb, args.timeout_s, args.max_report_rows
-            )
-            if code not in (0, 3):
+            runs = [
+                replay(
+                    data, cache_dir, tmp, args.max_memory_mb, args.timeout_s, args.max_report_rows
+                )
+                for _ in range(args.repeat)
+            ]
+            failed = [r for r in runs if r[3] not in (0, 3)]
+            if failed:
+                wall, _, rss, code = failed[0]
                 print(f"{size:>9} {wall:>8.2f} replay exited {code}; peak RSS {rss:.1f} MB")
                 continue
+            wall, rate, rss, _ = sorted(runs, key=lambda r: r[1])[len(runs) // 2]
+            spread = f" (runs: {', '.join(f'{r[1]:.0f}' for r in runs)})" if len(runs) > 1 else ""
             by_wall = size / wall
             base = base or (size, rate, by_wall)
+            # rows/s of the extra rows over the previous size: fixed start-up costs cancel out
+            marginal = ""
+            if previous is not None and rate > 0 and previous[1] > 0:
+                extra_s = size / rate - previous[0] / previous[1]
+                marginal = f", marginal {(size - previous[0]) / extra_s:.0f} rows/s"
+            previous = (size, rate)
             print(
                 f"{size:>9} {wall:>8.2f} {rate:>11.1f} {by_wall:>12.1f} {rss:>12.1f}"
                 f"   ratio to {base[0]}: run {rate / base[1]:.2f}, wall {by_wall / base[2]:.2f}"
+                f"{marginal}{spread}"
             )
 
 

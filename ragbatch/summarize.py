@@ -4,6 +4,10 @@ Jev-only, baseline-only and the Jev -> baseline cascade are computed on the same
 failed Jev call is a failure in Jev-only and in the cascade (never routed ``auto``, never sent
 to the fallback as if it were uncertain); a row without a usable baseline verdict is a failure
 of the baseline mode, and of the cascade only when the cascade needed it.
+
+:class:`ReportBuilder` takes outcomes one at a time, in input order, and keeps counts, exact
+sums and compact columns rather than the outcomes, so a run of millions of rows summarizes in
+bounded memory; :func:`summarize` is the same over a finished sequence.
 """
 
 from __future__ import annotations
