@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
+from os import PathLike
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -62,9 +64,17 @@ class MemoryRows:
             raise DatasetError(self.name, 0, "no rows given")
 
 
+# Options that name files: a notebook passes plain strings ("rows.jsonl"), the job wants Paths.
+PATH_OPTIONS = frozenset(f.name for f in fields(JobConfig) if "Path" in str(f.type))
+
+
 async def evaluate_async(rows: Iterable[Row | Mapping[str, Any]], **options: Any) -> Report:
     """Evaluate rows inside a running event loop (Jupyter: ``await ragbatch.evaluate_async(...)``)."""
     options.setdefault("out", None)
+    options = {
+        name: Path(value) if name in PATH_OPTIONS and isinstance(value, str | PathLike) else value
+        for name, value in options.items()
+    }
     config = replace(JobConfig(), **options, source=MemoryRows(rows))
     return (await _evaluate_job(config)).report
 

@@ -49,3 +49,18 @@ def test_bad_rows_name_their_position() -> None:
             [{"id": "a", "question": "q", "contexts": [], "answer": "x"}, {"id": "b"}]
         )
     assert str(caught.value) == "<memory>:2: missing field 'question'"
+
+
+def test_file_options_take_plain_strings_and_the_row_limit_applies(tmp_path: Path) -> None:
+    import orjson
+
+    rows = [
+        orjson.loads(line)
+        for line in (ROOT / "datasets/rag-fixture.jsonl").read_bytes().splitlines()
+    ]
+    pricing = str(ROOT / "pricing/typesafe-2026-12.json")
+    streamed = tmp_path / "rows.jsonl"
+    report = ragbatch.evaluate(rows, pricing=pricing, rows_out=str(streamed), max_report_rows=5)
+    assert report.rows == [] and report.rows_omitted is not None
+    assert len(streamed.read_bytes().splitlines()) == 48
+    assert len(ragbatch.evaluate(rows, pricing=pricing, max_report_rows=None).rows) == 48
