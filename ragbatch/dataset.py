@@ -8,7 +8,9 @@ is exhausted. Blank lines and a UTF-8 byte-order mark are accepted.
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,56 @@ def describe(exc: ValidationError, ignore_hint: bool = True) -> str:
     return f"field '{where}': {PLAIN.get(kind, msg)}"
 
 
+SPILL_IDS = 100_000  # ids kept in a set before they move to a temporary SQLite table
+
+
+class SeenIds:
+    """The row ids read so far, so a duplicate is rejected at its own line.
+
+    Up to ``spill`` ids live in a set; past that they move to a private temporary SQLite
+    database (``sqlite3.connect("")``: on disk, deleted when closed, a few MB of page cache),
+    so a multi-million-row file does not hold every id in memory (a set costs about 94 bytes
+    an id). Exact either way: a lookup is a primary-key probe, never a hash guess.
+    """
+
+    def __init__(self, spill: int | None = None) -> None:
+        self.spill = SPILL_IDS if spill is None else spill
+        self._set: set[str] = set()
+        self._db: sqlite3.Connection | None = None
+
+    def add(self, row_id: str) -> bool:
+        """Record ``row_id``; False if it was already there."""
+        if self._db is None:
+            if row_id in self._set:
+                return False
+            self._set.add(row_id)
+            if len(self._set) > self.spill:
+                self._move_to_disk()
+            return True
+        try:
+            self._db.execute("INSERT INTO ids VALUES (?)", (row_id,))
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def _move_to_disk(self) -> None:
+        db = sqlite3.connect("", isolation_level=None)
+        db.execute("PRAGMA journal_mode=OFF")
+        db.execute("PRAGMA synchronous=OFF")
+        db.execute("PRAGMA cache_size=-16384")  # 16 MiB
+        db.execute("CREATE TABLE ids (id TEXT PRIMARY KEY) WITHOUT ROWID")
+        db.execute("BEGIN")  # one transaction for the whole file: nothing here must survive
+        db.executemany("INSERT INTO ids VALUES (?)", ((i,) for i in self._set))
+        self._set = set()
+        self._db = db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self._set = set()
+
+
 class DatasetReader:
     """Iterate over the rows of one JSONL file; raise DatasetError on the first bad line."""
 
@@ -106,12 +158,12 @@ class DatasetReader:
         return Row.model_validate_json(orjson.dumps(data))
 
     def __iter__(self) -> Iterator[Row]:
-        ids: set[str] = set()
         try:
             handle = self.path.open("rb")
         except OSError as exc:
             raise self._error(0, f"cannot read dataset: {exc.strerror or exc}") from None
-        with handle:
+        ids = SeenIds()
+        with handle, closing(ids):
             for number, raw in enumerate(handle, start=1):
                 self._digest.update(raw)
                 if number == 1 and raw.startswith(BOM):
@@ -129,11 +181,10 @@ class DatasetReader:
                 yield self._admit(row, number, ids)
         self._finish()
 
-    def _admit(self, row: Row, line: int, ids: set[str]) -> Row:
+    def _admit(self, row: Row, line: int, ids: SeenIds) -> Row:
         """Count a parsed row; its id must be new in the file."""
-        if row.id in ids:
+        if not ids.add(row.id):
             raise self._error(line, f"duplicate row id {row.id!r}")
-        ids.add(row.id)
         self.rows += 1
         return row
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 import ast
 import csv
 from collections.abc import Iterator, Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeAlias
 
 import orjson
 from pydantic import ValidationError
 
-from ragbatch.dataset import BOM, JSON_TYPES, DatasetReader, describe
+from ragbatch.dataset import BOM, JSON_TYPES, DatasetReader, SeenIds, describe
 from ragbatch.errors import ConfigError
 from ragbatch.importers_yaml import GoldenYamlReader, Join, expected_documents
 from ragbatch.schema import Context, Golden, Row
@@ -189,16 +190,16 @@ class _Reader(DatasetReader):
             raise self._error(0, "dataset is empty: no header row")
 
     def __iter__(self) -> Iterator[Row]:
-        ids: set[str] = set()
         records = self._csv_records() if self.from_csv else self._jsonl_records()
-        for line, record in records:
-            try:
-                row = self._row(line, record)
-            except _CellError as exc:
-                raise self._error(line, str(exc)) from None
-            except ValidationError as exc:
-                raise self._error(line, describe(exc, ignore_hint=False)) from None
-            yield self._admit(row, line, ids)
+        with closing(SeenIds()) as ids:
+            for line, record in records:
+                try:
+                    row = self._row(line, record)
+                except _CellError as exc:
+                    raise self._error(line, str(exc)) from None
+                except ValidationError as exc:
+                    raise self._error(line, describe(exc, ignore_hint=False)) from None
+                yield self._admit(row, line, ids)
         self._finish()
 
 

@@ -182,3 +182,29 @@ def test_failed_rows_exit_3_and_are_never_auto(tmp_path: Path) -> None:
     assert rows[1]["status"] == "failed" and rows[1]["route"] == "failed"
     assert rows[1]["error"]["kind"] == "mock-missing-answer"
     assert "diagnosis" not in rows[1]
+
+
+def test_seen_ids_are_exact_before_and_after_moving_to_disk() -> None:
+    from ragbatch.dataset import SeenIds
+
+    ids = SeenIds(spill=3)
+    assert all(ids.add(f"r{i}") for i in range(10))  # past the spill: on disk
+    assert not ids.add("r0") and not ids.add("r9")  # spilled from the set, and added later
+    assert ids.add("r10") and not ids.add("r10")
+    ids.close()
+
+
+def test_a_duplicate_far_down_a_large_file_names_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragbatch import dataset
+
+    monkeypatch.setattr(dataset, "SPILL_IDS", 5)
+    lines = [GOOD.replace('"id":"a"', f'"id":"r{i}"') for i in range(20)]
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join([*lines, lines[2]]) + "\n")
+    with pytest.raises(dataset.DatasetError) as caught:
+        list(dataset.DatasetReader(path))
+    assert str(caught.value) == f"{path}:21: duplicate row id 'r2'"
+    path.write_text("\n".join(lines) + "\n")
+    assert [row.id for row in dataset.DatasetReader(path)] == [f"r{i}" for i in range(20)]
