@@ -130,14 +130,9 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
     )
     total = count_lines(str(config.dataset)) if config.source is None else None
     limit = config.max_report_rows
-    if (
-        config.format == "jsonl"
-        and total is not None
-        and limit is not None
-        and total > limit
-        and config.rows_out is None
-        and config.shard is None
-    ):
+    # a JSONL file's non-blank lines are its rows (any other line fails the run)
+    known_rows = total if config.format == "jsonl" and config.shard is None else None
+    if known_rows is not None and limit is not None and known_rows > limit and not config.rows_out:
         warn(
             f"{total} rows > --max-report-rows {limit}: the report will keep aggregates only; "
             "add --rows-out PATH to keep per-row results"
@@ -159,8 +154,8 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         policy_version=policy_version,
         max_report_rows=config.max_report_rows,
     )
-    builder = ReportBuilder(info)
-    calls = CallLog(config.max_report_rows)
+    builder = ReportBuilder(info, known_rows)
+    calls = CallLog(config.max_report_rows, known_rows)
     kept: list[RowOutcome] = []  # a shard's outcomes, for its partial file
     started = time.perf_counter()
     try:
@@ -231,11 +226,12 @@ class CallLog:
     """Per-row call facts for the run record (cached? attempts, retries, latency, request id),
     kept while the run has at most ``limit`` rows; retry counts are always totalled."""
 
-    def __init__(self, limit: int | None) -> None:
+    def __init__(self, limit: int | None, expected_rows: int | None = None) -> None:
         self.limit = limit
         self.rows = 0
         self.retries: Counter[str] = Counter()
-        self.calls: list[dict[str, Any]] | None = []
+        over = limit is not None and expected_rows is not None and expected_rows > limit
+        self.calls: list[dict[str, Any]] | None = None if over else []
 
     def add(self, o: RowOutcome) -> None:
         self.rows += 1

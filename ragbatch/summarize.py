@@ -352,7 +352,9 @@ class ReportBuilder:
     finished sequence.
     """
 
-    def __init__(self, info: RunInfo) -> None:
+    def __init__(self, info: RunInfo, expected_rows: int | None = None) -> None:
+        """``expected_rows``: the row count when known up front (a JSONL file's lines); past
+        the limit the per-row table is then never started."""
         self.info = info
         self.rows = 0
         self.labelled = 0
@@ -367,7 +369,9 @@ class ReportBuilder:
         self.golden = GoldenAccumulator(info.ks, info.slice_by)
         self.claims = ClaimMetricsAccumulator(*info.claims) if info.claims else None
         self.tradeoff = TradeoffCounts(info.thresholds)
-        self.table: list[RowResult] | None = []
+        limit = info.max_report_rows
+        over = limit is not None and expected_rows is not None and expected_rows > limit
+        self.table: list[RowResult] | None = None if over else []
 
     def add(self, o: RowOutcome) -> None:
         info = self.info

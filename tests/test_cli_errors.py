@@ -203,7 +203,9 @@ def test_a_duplicate_far_down_a_large_file_names_its_line(
     lines = [GOOD.replace('"id":"a"', f'"id":"r{i}"') for i in range(20)]
     path = tmp_path / "big.jsonl"
     path.write_text("\n".join([*lines, lines[2]]) + "\n")
-    with pytest.raises(dataset.DatasetError) as caught:
+    from ragbatch.errors import DatasetError
+
+    with pytest.raises(DatasetError) as caught:
         list(dataset.DatasetReader(path))
     assert str(caught.value) == f"{path}:21: duplicate row id 'r2'"
     path.write_text("\n".join(lines) + "\n")
