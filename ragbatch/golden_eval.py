@@ -170,12 +170,11 @@ class GoldenAccumulator:
         self.authority_rows = self.flagged = 0
         self.flagged_ids: list[str] = []
 
-    def add(self, o: RowOutcome, ranking: RowRanking | None) -> None:
-        """One row, with its ``row_ranking(o, ks)``."""
+    def add(self, o: RowOutcome, ranking: RowRanking | None, check: AnswerCheck | None) -> None:
+        """One row, with its ``row_ranking(o, ks)`` and ``row_check(o)``."""
         golden, j = o.row.golden, o.jev.judgments
         if ranking is not None:
             self.ranking.add(ranking)
-        check = row_check(o)
         if check is not None:
             self.checks.add(check)
         if (
@@ -299,7 +298,7 @@ def golden_sections(
     """Every golden-set section; sections without data are left out of the report."""
     total = GoldenAccumulator(ks, slice_by)
     for o in outcomes:
-        total.add(o, row_ranking(o, ks))
+        total.add(o, row_ranking(o, ks), row_check(o))
     return total.result()
 
 

@@ -102,7 +102,7 @@ def watch(
         progress = Progress(
             total, pricing, live, mode=config.progress, interval=config.progress_interval
         )
-    rows_out = RowsWriter(config.rows_out, config.ks) if config.rows_out is not None else None
+    rows_out = RowsWriter(config.rows_out) if config.rows_out is not None else None
     return progress, rows_out
 
 
@@ -174,10 +174,10 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         progress, rows_out = watch(config, pricing, cached, total)
 
         def in_order(outcome: RowOutcome) -> None:
-            builder.add(outcome)
+            result = builder.add(outcome, want_row=rows_out is not None)
             calls.add(outcome)
-            if rows_out is not None:
-                rows_out.write(outcome)
+            if rows_out is not None and result is not None:
+                rows_out.write(result)
             if config.shard is not None:
                 kept.append(outcome)
 

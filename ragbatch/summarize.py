@@ -373,7 +373,9 @@ class ReportBuilder:
         over = limit is not None and expected_rows is not None and expected_rows > limit
         self.table: list[RowResult] | None = None if over else []
 
-    def add(self, o: RowOutcome) -> None:
+    def add(self, o: RowOutcome, want_row: bool = False) -> RowResult | None:
+        """Fold one outcome in. Returns its ``rows[]`` entry when the table keeps it or
+        ``want_row`` asks for it (``--rows-out``), so a row's result is built once."""
         info = self.info
         self.rows += 1
         jev, base = jev_decided(o), baseline_decided(o)
@@ -395,15 +397,19 @@ class ReportBuilder:
             if len(self.skipped_ids) < INCOMPLETE_IDS:
                 self.skipped_ids.append(o.row.id)
         self.components.add(o)
-        ranking = row_ranking(o, info.ks)
-        self.golden.add(o, ranking)
+        ranking, check = row_ranking(o, info.ks), row_check(o)
+        self.golden.add(o, ranking, check)
         if self.claims is not None and o.jev.claims:
             self.claims.add(ClaimRowInput(o.row, o.jev.claims))
         self.tradeoff.add(o, jev, base)
         if info.max_report_rows is not None and self.rows > info.max_report_rows:
             self.table = None
+        if self.table is None and not want_row:
+            return None
+        result = row_result(o, base, cascade, routed, ranking, check)
         if self.table is not None:
-            self.table.append(row_result(o, base, cascade, routed, ranking, row_check(o)))
+            self.table.append(result)
+        return result
 
     def report(self, dataset_sha256: str | None = None) -> Report:
         """The whole report; ``dataset_sha256`` when it was known only after reading."""

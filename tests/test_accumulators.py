@@ -95,7 +95,7 @@ def accumulate(
 ) -> GoldenAccumulator:
     total = GoldenAccumulator(ks, slice_by)
     for o in rows:
-        total.add(o, row_ranking(o, ks))
+        total.add(o, row_ranking(o, ks), row_check(o))
     return total
 
 
