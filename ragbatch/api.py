@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import closing
 from dataclasses import fields, replace
 from os import PathLike
 from pathlib import Path
@@ -20,7 +21,7 @@ import anyio
 import orjson
 from pydantic import ValidationError
 
-from ragbatch.dataset import describe
+from ragbatch.dataset import SeenIds, describe
 from ragbatch.errors import DatasetError
 from ragbatch.job import JobConfig
 from ragbatch.job import evaluate_async as _evaluate_job
@@ -42,24 +43,23 @@ class MemoryRows:
         return self._digest.hexdigest()
 
     def __iter__(self) -> Iterator[Row]:
-        ids: set[str] = set()
-        for number, item in enumerate(self._rows, start=1):
-            try:
-                row = item if isinstance(item, Row) else Row.model_validate(dict(item))
-            except ValidationError as exc:
-                raise DatasetError(self.name, number, describe(exc)) from None
-            if row.id in ids:
-                raise DatasetError(self.name, number, f"duplicate row id {row.id!r}")
-            ids.add(row.id)
-            self._digest.update(
-                orjson.dumps(
-                    row.model_dump(mode="json", by_alias=True, exclude_none=True),
-                    option=orjson.OPT_SORT_KEYS,
+        with closing(SeenIds()) as ids:
+            for number, item in enumerate(self._rows, start=1):
+                try:
+                    row = item if isinstance(item, Row) else Row.model_validate(dict(item))
+                except ValidationError as exc:
+                    raise DatasetError(self.name, number, describe(exc)) from None
+                if not ids.add(row.id):
+                    raise DatasetError(self.name, number, f"duplicate row id {row.id!r}")
+                self._digest.update(
+                    orjson.dumps(
+                        row.model_dump(mode="json", by_alias=True, exclude_none=True),
+                        option=orjson.OPT_SORT_KEYS,
+                    )
+                    + b"\n"
                 )
-                + b"\n"
-            )
-            self.rows += 1
-            yield row
+                self.rows += 1
+                yield row
         if self.rows == 0:
             raise DatasetError(self.name, 0, "no rows given")
 

@@ -22,7 +22,7 @@ from ragbatch.budget import BUDGET_KIND
 from ragbatch.claim_metrics import ClaimMetricsAccumulator, ClaimRowInput
 from ragbatch.golden_eval import GoldenAccumulator, row_check, row_ranking
 from ragbatch.outcome import Decided, PricedCall, RowOutcome
-from ragbatch.policy import Thresholds
+from ragbatch.policy import JUDGMENTS, Thresholds
 from ragbatch.pricing import PricingSnapshot, total_cost
 from ragbatch.questions import DECISION_IDS, DECISION_VERSION, report_variant
 from ragbatch.ranking import DEFAULT_KS
@@ -196,22 +196,11 @@ def cascade_decided(jev: Decided, base: Decided, routed: bool) -> Decided:
     )
 
 
-COMPONENTS = (
-    "chunkRelevance",
-    "contextSufficiency",
-    "contextConflict",
-    "answerRelevance",
-    "groundedness",
-    "contradiction",
-    "correctness",
-)
-
-
 class ComponentsCounts:
     """Each binary judgment against its labels, over the rows that have both."""
 
     def __init__(self) -> None:
-        self.counts = {name: m.ComponentCounts() for name in COMPONENTS}
+        self.counts = {name: m.ComponentCounts() for name in JUDGMENTS}
 
     def add(self, o: RowOutcome) -> None:
         j, exp = o.jev.judgments, o.row.expected
