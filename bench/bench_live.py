@@ -32,8 +32,11 @@ KEY = "bench-key"
 MODEL = "jev-1.13.0"
 
 
-def job(data: Path, url: str, cache: Path, concurrency: int, mode: str = "use") -> JobResult:
-    config = JobConfig(
+def live_config(
+    data: Path, url: str, cache: Path, concurrency: int, mode: str = "use"
+) -> JobConfig:
+    """A live-Jev job against the loopback server at ``url`` (no report file)."""
+    return JobConfig(
         dataset=data,
         out=None,
         provider="jev",
@@ -45,7 +48,10 @@ def job(data: Path, url: str, cache: Path, concurrency: int, mode: str = "use") 
         concurrency=concurrency,
         pricing=ROOT / "pricing/typesafe-2026-12.json",
     )
-    return run_job(config)
+
+
+def job(data: Path, url: str, cache: Path, concurrency: int, mode: str = "use") -> JobResult:
+    return run_job(live_config(data, url, cache, concurrency, mode))
 
 
 def single_question_tokens(data: Path) -> int:

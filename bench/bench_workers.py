@@ -24,28 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bench_live import KEY, live_config
 from bench.synth import write_dataset
 from ragbatch.distributed import local_cluster, run_on_dask
-from ragbatch.job import JobConfig, JobResult, run_job
+from ragbatch.job import JobResult, run_job
 from ragbatch.workers import run_workers
-
-ROOT = Path(__file__).resolve().parent.parent
-KEY = "bench-key"
-MODEL = "jev-1.13.0"
-
-
-def config(data: Path, url: str, cache: Path, concurrency: int) -> JobConfig:
-    return JobConfig(
-        dataset=data,
-        out=None,
-        provider="jev",
-        model=MODEL,
-        base_url=url,
-        api_key=KEY,
-        cache_dir=cache,
-        concurrency=concurrency,
-        pricing=ROOT / "pricing/typesafe-2026-12.json",
-    )
 
 
 def line(name: str, result: JobResult, base: JobResult | None, server_cpu: float) -> str:
@@ -88,11 +71,11 @@ def main() -> None:
             tmp = Path(tmp_name)
             data = write_dataset(tmp / "rows.jsonl", args.rows, seed=1)
             single, single_cpu = measured(
-                busy, lambda: run_job(config(data, url, tmp / "cache-1", args.concurrency))
+                busy, lambda: run_job(live_config(data, url, tmp / "cache-1", args.concurrency))
             )
             workers, workers_cpu = measured(
                 busy,
-                lambda: run_workers(config(data, url, tmp / "cache-w2", args.concurrency), 2),
+                lambda: run_workers(live_config(data, url, tmp / "cache-w2", args.concurrency), 2),
             )
             started = time.perf_counter()
             with local_cluster(2) as client:
@@ -100,7 +83,7 @@ def main() -> None:
                 dask, dask_cpu = measured(
                     busy,
                     lambda: run_on_dask(
-                        config(data, url, tmp / "unused", args.concurrency),
+                        live_config(data, url, tmp / "unused", args.concurrency),
                         2,
                         client,
                         tmp / "cache-dask",

@@ -30,6 +30,15 @@ def live(server_url: str, cache: Path, out: Path, *extra: str) -> tuple[int, str
     )  # fmt: skip
 
 
+def estimate(cache: Path) -> tuple[int, dict[str, Any]]:
+    code, out, _ = cli(
+        "estimate", DATASET, "--model", "jev-1.13.0", "--cache-dir", str(cache),
+        "--pricing", PRICING, "--json",
+    )  # fmt: skip
+    data: dict[str, Any] = orjson.loads(out)
+    return code, data
+
+
 def report(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = orjson.loads(path.read_bytes())
     return data
@@ -68,34 +77,12 @@ def test_budget_is_never_exceeded_and_a_rerun_resumes(
 def test_estimate_matches_real_usage(start_jev_server: StartServer, tmp_path: Path) -> None:
     server = start_jev_server()
     cache = tmp_path / "cache"
-    code, out, _ = cli(
-        "estimate",
-        DATASET,
-        "--model",
-        "jev-1.13.0",
-        "--cache-dir",
-        str(cache),
-        "--pricing",
-        PRICING,
-        "--json",
-    )
-    before = orjson.loads(out)
+    code, before = estimate(cache)
     assert code == 0 and before["calls"] == 48 and before["cacheHits"] == 0
     assert live(server.base_url, cache, tmp_path / "r.json")[0] == 0
     real = report(tmp_path / "r.json")["modes"]["jevOnly"]["usage"]["inputTokens"]
     assert abs(before["inputTokens"] - real) / real < 0.01  # the documented estimator error
-    code, out, _ = cli(
-        "estimate",
-        DATASET,
-        "--model",
-        "jev-1.13.0",
-        "--cache-dir",
-        str(cache),
-        "--pricing",
-        PRICING,
-        "--json",
-    )
-    after = orjson.loads(out)
+    code, after = estimate(cache)
     assert after["cacheHits"] == 48 and after["inputTokens"] == 0 and after["costUsd"] == 0.0
     assert abs(after["accuracy"]["totalRelativeError"]) < 0.01
 
