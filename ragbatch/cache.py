@@ -41,8 +41,9 @@ def encode_entry(reply: Reply, key: str | None = None) -> bytes:
     return orjson.dumps(head) + b"\n" + body
 
 
-def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
-    """Parse and verify one entry; ValueError when it cannot be trusted.
+def entry_body(data: bytes, key: str | None = None) -> bytes:
+    """The reply JSON of one entry once its header checks out; ValueError when it cannot be
+    trusted (no header, unknown format, checksum mismatch).
 
     With ``key``, the entry must name that key: a valid entry copied under another
     request's key (same question ids, other state) is not trusted.
@@ -57,7 +58,13 @@ def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
         raise ValueError("checksum mismatch")
     if key is not None and meta.get("key") != key:
         raise ValueError("entry belongs to another request")
-    reply = Reply.model_validate_json(body)
+    return body
+
+
+def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
+    """Parse and verify one entry (:func:`entry_body`, then the answers against the request);
+    ValueError when it cannot be trusted."""
+    reply = Reply.model_validate_json(entry_body(data, key))
     # Re-check the stored answers against the request, as for a fresh reply.
     wire = orjson.dumps(
         {
@@ -71,6 +78,19 @@ def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
     )
     parse_reply(call.request, wire)
     return reply
+
+
+# Far above any real cache: diskcache must never evict an entry to fit.
+SIZE_LIMIT = 2**40
+
+
+def open_store(directory: Path) -> diskcache.Cache:
+    """The diskcache store of a cache directory (created if missing); CacheError if it cannot
+    be opened."""
+    try:
+        return diskcache.Cache(str(directory), size_limit=SIZE_LIMIT)
+    except Exception as exc:  # diskcache raises sqlite3/OSError variants
+        raise CacheError(f"cannot open cache directory {directory}: {exc}") from None
 
 
 @dataclass
@@ -89,10 +109,7 @@ class ReplyCache:
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
-        try:
-            self._store = diskcache.Cache(str(self.directory), size_limit=2**40)
-        except Exception as exc:  # diskcache raises sqlite3/OSError variants
-            raise CacheError(f"cannot open cache directory {self.directory}: {exc}") from None
+        self._store = open_store(self.directory)
 
     def get(self, key: str) -> bytes | None:
         value = self._store.get(key)

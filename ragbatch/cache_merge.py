@@ -15,21 +15,16 @@ A target entry that is itself corrupt is replaced by a verified one. No network.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import diskcache
-import orjson
 
-from ragbatch.cache import FORMAT
+from ragbatch.cache import entry_body, open_store
 from ragbatch.errors import CacheError, ConfigError
 
-# The same ceiling as ReplyCache: a merged cache must never evict entries to fit.
-_SIZE_LIMIT = 2**40
 # Entries written per SQLite transaction (one commit per entry is ~10x slower).
 _BATCH = 1000
 
@@ -49,29 +44,18 @@ def is_valid_entry(key: object, value: object) -> bool:
     """Whether ``value`` is an intact entry stored under ``key`` (header, checksum, key)."""
     if not isinstance(key, str) or not isinstance(value, bytes):
         return False
-    head, sep, body = value.partition(b"\n")
-    if not sep:
-        return False
     try:
-        meta: Any = orjson.loads(head)
-    except orjson.JSONDecodeError:
+        entry_body(value, key)
+    except ValueError:
         return False
-    return (
-        isinstance(meta, dict)
-        and meta.get("format") == FORMAT
-        and meta.get("key") == key
-        and meta.get("sha256") == hashlib.sha256(body).hexdigest()
-    )
+    return True
 
 
 @contextmanager
 def _open(directory: Path, *, create: bool) -> Iterator[diskcache.Cache]:
     if not create and not (directory / "cache.db").is_file():
         raise CacheError(f"{directory} is not a cache directory (no cache.db); check the path")
-    try:
-        store = diskcache.Cache(str(directory), size_limit=_SIZE_LIMIT)
-    except Exception as exc:  # diskcache raises sqlite3/OSError variants
-        raise CacheError(f"cannot open cache directory {directory}: {exc}") from None
+    store = open_store(directory)
     try:
         yield store
     finally:
