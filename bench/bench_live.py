@@ -22,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.synth import write_dataset
-from ragbatch.dataset import DatasetReader
-from ragbatch.job import JobConfig, JobResult, run_job
-from ragbatch.questions import build_request
+from ragbatch.core.questions import build_request
+from ragbatch.data.jsonl import DatasetReader
+from ragbatch.run.job import JobConfig, JobResult, run_job
 from ragbatch.testing.jev_server import count_input_tokens
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.synth import write_dataset
-from ragbatch.dataset import DatasetReader
-from ragbatch.job import JobConfig, run_job
+from ragbatch.data.jsonl import DatasetReader
+from ragbatch.run.job import JobConfig, run_job
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_live import KEY, live_config
 from bench.synth import write_dataset
-from ragbatch.distributed import local_cluster, run_on_dask
-from ragbatch.job import JobResult, run_job
-from ragbatch.workers import run_workers
+from ragbatch.run.dask import local_cluster, run_on_dask
+from ragbatch.run.job import JobResult, run_job
+from ragbatch.run.workers import run_workers
 
 
 def line(name: str, result: JobResult, base: JobResult | None, server_cpu: float) -> str:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ragbatch.dataset import DatasetReader
-from ragbatch.html import report_html
-from ragbatch.report import Report
+from ragbatch.data.jsonl import DatasetReader
+from ragbatch.report.html import report_html
+from ragbatch.report.models import Report
 
 WINDOW = "1400,2400"
 CHROMIUM_FLAGS = [

@@ -17,7 +17,7 @@ __all__ = ["evaluate", "evaluate_async"]
 
 
 def __getattr__(name: str) -> Any:
-    """Load the API on first use, so ``import ragbatch.schema`` stays light."""
+    """Load the API on first use, so ``import ragbatch.core.schema`` stays light."""
     if name in __all__:
         from ragbatch import api
 

@@ -4,7 +4,7 @@
     report = ragbatch.evaluate([{"id": "r1", "question": ..., "contexts": [...], ...}])
     report.modes.jev_only.classification.accuracy
 
-Options are the fields of :class:`ragbatch.job.JobConfig` (the same as ``ragbatch run``).
+Options are the fields of :class:`ragbatch.run.job.JobConfig` (the same as ``ragbatch run``).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ import anyio
 import orjson
 from pydantic import ValidationError
 
-from ragbatch.dataset import SeenIds, describe
-from ragbatch.errors import DatasetError
-from ragbatch.job import JobConfig
-from ragbatch.job import evaluate_async as _evaluate_job
-from ragbatch.report import Report
-from ragbatch.schema import Row
+from ragbatch.core.errors import DatasetError
+from ragbatch.core.schema import Row
+from ragbatch.data.jsonl import SeenIds, describe
+from ragbatch.report.models import Report
+from ragbatch.run.job import JobConfig
+from ragbatch.run.job import evaluate_async as _evaluate_job
 
 
 class MemoryRows:

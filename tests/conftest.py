@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ragbatch.job import JobConfig
+from ragbatch.run.job import JobConfig
 from ragbatch.testing import JevServer
 
 ROOT = Path(__file__).resolve().parent.parent

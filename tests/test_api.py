@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import ragbatch
-from ragbatch.errors import DatasetError
+from ragbatch.core.errors import DatasetError
 
 ROOT = Path(__file__).resolve().parent.parent
 

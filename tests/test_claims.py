@@ -11,7 +11,8 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.claims import (
+from ragbatch.cli.app import app
+from ragbatch.core.claims import (
     MISSING_CITATION,
     ClaimResult,
     ClaimSummary,
@@ -22,12 +23,11 @@ from ragbatch.claims import (
     claim_result,
     summarize_claims,
 )
-from ragbatch.cli import app
-from ragbatch.policy import Thresholds, Verdict
-from ragbatch.providers.base import Call, Reply
+from ragbatch.core.policy import Thresholds, Verdict
+from ragbatch.core.provider import Call, Reply
+from ragbatch.core.schema import Claim, Row
 from ragbatch.providers.mock import MockProvider
-from ragbatch.runner import ClaimConfig, judge_row
-from ragbatch.schema import Claim, Row
+from ragbatch.run.runner import ClaimConfig, judge_row
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = {"supported": 0.95, "contradicted": 0.02, "insufficient": 0.02, "not_applicable": 0.01}

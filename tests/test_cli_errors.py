@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli import app
+from ragbatch.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = '{"id":"a","question":"q","contexts":[{"id":"c1","text":"t"}],"answer":"x"}'
@@ -185,7 +185,7 @@ def test_failed_rows_exit_3_and_are_never_auto(tmp_path: Path) -> None:
 
 
 def test_seen_ids_are_exact_before_and_after_moving_to_disk() -> None:
-    from ragbatch.dataset import SeenIds
+    from ragbatch.data.jsonl import SeenIds
 
     ids = SeenIds(spill=3)
     assert all(ids.add(f"r{i}") for i in range(10))  # past the spill: on disk
@@ -197,13 +197,13 @@ def test_seen_ids_are_exact_before_and_after_moving_to_disk() -> None:
 def test_a_duplicate_far_down_a_large_file_names_its_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ragbatch import dataset
+    from ragbatch.data import jsonl as dataset
 
     monkeypatch.setattr(dataset, "SPILL_IDS", 5)
     lines = [GOOD.replace('"id":"a"', f'"id":"r{i}"') for i in range(20)]
     path = tmp_path / "big.jsonl"
     path.write_text("\n".join([*lines, lines[2]]) + "\n")
-    from ragbatch.errors import DatasetError
+    from ragbatch.core.errors import DatasetError
 
     with pytest.raises(DatasetError) as caught:
         list(dataset.DatasetReader(path))

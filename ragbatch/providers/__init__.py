@@ -1,5 +1,9 @@
-"""Providers: who answers the Jev questions (mock, live Jev over HTTP) and baseline judges."""
+"""Who answers: the provider protocol's implementations and what they share.
 
-from ragbatch.providers.base import Call, Provider, Reply
+Owns the mock provider, live Jev over HTTP (``jev``, its lane ``transport``), the
+OpenAI-compatible ``chat_client`` and the ``llm_judge`` built on it, the ``lexical`` and
+``recorded`` baseline judges, the content-addressed reply ``cache`` (and ``cache_merge``) and
+rate control (``ratelimit``).
 
-__all__ = ["Call", "Provider", "Reply"]
+Does I/O (HTTP, SQLite files). May import ``core`` only.
+"""

@@ -8,39 +8,16 @@ question, contexts and answer plus a rubric would consume) and marked as estimat
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Protocol
 
-from ragbatch.errors import ProviderError
-from ragbatch.questions import build_state
-from ragbatch.schema import Diagnosis, Row, TokenUsage
-from ragbatch.wire import canonical_json
+from ragbatch.core.errors import ProviderError
+from ragbatch.core.provider import BaselineReply
+from ragbatch.core.questions import build_state
+from ragbatch.core.schema import Row, TokenUsage
+from ragbatch.core.wire import canonical_json
 
 RECORDED_MODEL = "recorded-baseline"
 RUBRIC_TOKENS = 400
 VERDICT_TOKENS = 30
-
-
-@dataclass(frozen=True, slots=True)
-class BaselineReply:
-    diagnosis: Diagnosis
-    confidence: float
-    model: str
-    latency_ms: float
-    usage: TokenUsage
-    estimated: bool
-
-
-class BaselineJudge(Protocol):
-    name: str
-
-    async def judge(self, row: Row) -> BaselineReply:
-        """A verdict for the row, or raise ProviderError (a failed baseline row)."""
-        ...
-
-    async def aclose(self) -> None:
-        """Release connections."""
-        ...
 
 
 class RecordedBaseline:

@@ -25,16 +25,16 @@ import httpx
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from ragbatch.errors import ProviderError, RateLimited, RunAborted
+from ragbatch.core.errors import ProviderError, RateLimited, RunAborted
+from ragbatch.core.schema import TokenUsage
 from ragbatch.providers.jev import (
     RETRY_STATUSES,
     THROTTLE_STATUSES,
     error_message,
     parse_retry_after,
 )
+from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.providers.transport import FanOutTransport
-from ragbatch.ratelimit import RateLimiter
-from ragbatch.schema import TokenUsage
 
 API_KEY_ENV = "RAGBATCH_JUDGE_API_KEY"
 CHAT_ENDPOINT = "/v1/chat/completions"

@@ -27,13 +27,13 @@ from tenacity import (
     stop_after_attempt,
 )
 
-from ragbatch.errors import ProviderError, RateLimited, RunAborted
-from ragbatch.providers.base import Call, Reply
+from ragbatch.core.errors import ProviderError, RateLimited, RunAborted
+from ragbatch.core.provider import Call, Reply
+from ragbatch.core.questions import estimate_input_tokens
+from ragbatch.core.schema import TokenUsage
+from ragbatch.core.wire import parse_reply
+from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.providers.transport import FanOutTransport
-from ragbatch.questions import estimate_input_tokens
-from ragbatch.ratelimit import RateLimiter
-from ragbatch.schema import TokenUsage
-from ragbatch.wire import parse_reply
 
 DEFAULT_BASE_URL = "https://api.typesafe.ai"
 DEFAULT_MODEL = "jev-latest"

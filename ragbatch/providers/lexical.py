@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ragbatch.providers.baseline import BaselineReply
-from ragbatch.schema import Diagnosis, Row, TokenUsage
+from ragbatch.core.provider import BaselineReply
+from ragbatch.core.schema import Diagnosis, Row, TokenUsage
 
 LEXICAL_MODEL = "lexical-baseline"
 RETRIEVAL_THRESHOLD = 0.25

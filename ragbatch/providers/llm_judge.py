@@ -28,9 +28,11 @@ from typing import Any, cast
 import anyio
 import orjson
 
-from ragbatch.cache import CacheStats, ReplyCache
-from ragbatch.errors import ConfigError, ProviderError
-from ragbatch.providers.baseline import BaselineReply
+from ragbatch.core.errors import ConfigError, ProviderError
+from ragbatch.core.provider import BaselineReply
+from ragbatch.core.schema import DIAGNOSES, Claim, Diagnosis, Row, TokenUsage
+from ragbatch.core.wire import canonical_json
+from ragbatch.providers.cache import CacheStats, ReplyCache
 from ragbatch.providers.chat_client import (
     API_KEY_ENV,
     CHAT_ENDPOINT,
@@ -39,9 +41,7 @@ from ragbatch.providers.chat_client import (
     Messages,
     malformed,
 )
-from ragbatch.ratelimit import RateLimiter
-from ragbatch.schema import DIAGNOSES, Claim, Diagnosis, Row, TokenUsage
-from ragbatch.wire import canonical_json
+from ragbatch.providers.ratelimit import RateLimiter
 
 __all__ = [
     "API_KEY_ENV",

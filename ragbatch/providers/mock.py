@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import orjson
 
-from ragbatch.errors import ProviderError
-from ragbatch.providers.base import Call, Reply
-from ragbatch.questions import estimate_input_tokens, mock_answer
-from ragbatch.schema import TokenUsage
-from ragbatch.wire import parse_reply
+from ragbatch.core.errors import ProviderError
+from ragbatch.core.provider import Call, Reply
+from ragbatch.core.questions import estimate_input_tokens, mock_answer
+from ragbatch.core.schema import TokenUsage
+from ragbatch.core.wire import parse_reply
 
 MOCK_MODEL = "mock-jev"
 

@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragbatch.dataset import DatasetReader
-from ragbatch.job import DEFAULT_DATASET, DEFAULT_PRICING, JobConfig, run_job
-from ragbatch.questions import build_state, mock_answer
-from ragbatch.schema import Row
+from ragbatch.core.questions import build_state, mock_answer
+from ragbatch.core.schema import Row
+from ragbatch.core.wire import canonical_json
+from ragbatch.data.jsonl import DatasetReader
+from ragbatch.run.job import DEFAULT_DATASET, DEFAULT_PRICING, JobConfig, run_job
 from ragbatch.testing.jev_server import AnswerFn, JevServer
-from ragbatch.wire import canonical_json
 
 RELEASE = "jev-1.13.0"
 KEY = "loopback-recording-key"

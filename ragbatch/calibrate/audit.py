@@ -1,0 +1,194 @@
+"""Human audit of the judge: a stratified sample to label, and judge-human agreement (pure).
+
+Calibrating the judge against people (seed 004): sample about 10% of the judged rows, have
+humans label them, track agreement, and treat agreement below 80% as drift (re-prompt or
+re-train the judge, then recalibrate). ``audit_sample`` draws the sample stratified by
+(diagnosis, route) so rare verdicts are seen; ``agreement`` joins the filled-in lines back
+to the report. Lines are plain dicts; reading and writing JSONL is the CLI's job.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from ragbatch.calibrate.rules import JUDGMENTS, signals_of
+from ragbatch.core.errors import ConfigError
+from ragbatch.core.schema import DIAGNOSES
+from ragbatch.metrics.scores import Out, safe
+
+MIN_AGREEMENT = 0.8
+# What the sample leaves out: the probabilities are restated flat under "judgments", and the
+# expected label would tell the human the answer (labels must be blind).
+_LEFT_OUT = {"retrieval", "generation", "expected"}
+
+
+def audit_sample(rows: Sequence[Mapping[str, Any]], rate: float, seed: int) -> list[dict[str, Any]]:
+    """About ``rate`` of the successful rows, stratified by (diagnosis, route), in input order.
+
+    Proportional allocation with at least one row per non-empty stratum (largest remainders
+    settle the rounding); the same rows and seed give the same sample. Failed rows have no
+    judge verdict to audit and are left out.
+    """
+    if not 0.0 < rate <= 1.0:
+        raise ConfigError(f"--rate must lie in (0, 1], got {rate}")
+    strata: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, row in enumerate(rows):
+        if row.get("status") == "ok":
+            strata[(str(row.get("diagnosis")), str(row.get("route")))].append(i)
+    keys = sorted(strata)
+    quotas = {key: rate * len(strata[key]) for key in keys}
+    take = {key: min(len(strata[key]), max(1, math.floor(quotas[key]))) for key in keys}
+    total = max(len(keys), round(rate * sum(len(v) for v in strata.values())))
+    by_remainder = sorted(keys, key=lambda key: (-(quotas[key] - math.floor(quotas[key])), key))
+    for key in by_remainder:
+        if sum(take.values()) >= total:
+            break
+        if take[key] < len(strata[key]) and take[key] < math.ceil(quotas[key]):
+            take[key] += 1
+    rng = random.Random(seed)
+    chosen = sorted(i for key in keys for i in rng.sample(strata[key], take[key]))
+    return [sample_line(rows[i]) for i in chosen]
+
+
+def sample_line(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One line to label: the row minus probabilities and labels, flat judgments, and empty
+    ``human`` fields (``diagnosis``: one of the diagnoses; ``judgments``: true/false each)."""
+    signals = signals_of(row)
+    judgments = {name: p for name, p in zip(JUDGMENTS, signals, strict=True) if p is not None}
+    retrieval: Mapping[str, Any] = row.get("retrieval") or {}
+    line: dict[str, Any] = {"id": row.get("id")}
+    if row.get("traceId") is not None:
+        line["traceId"] = row["traceId"]
+    line.update((k, v) for k, v in row.items() if k not in _LEFT_OUT and k not in line)
+    line["judgments"] = judgments
+    line["chunks"] = dict(retrieval.get("chunkRelevance") or {})  # per chunk; best in judgments
+    line["human"] = {"diagnosis": None, "judgments": dict.fromkeys(judgments)}
+    return line
+
+
+def jsonl_bytes(lines: Sequence[Mapping[str, Any]]) -> bytes:
+    """Lines as JSONL bytes (one compact object per line, trailing newline)."""
+    return b"".join(orjson.dumps(dict(line)) + b"\n" for line in lines)
+
+
+class JudgmentAgreement(Out):
+    count: int
+    agreed: int
+    agreement: float
+
+
+class Agreement(Out):
+    """Judge-human agreement on the diagnosis (rows the judge decided) and per judgment."""
+
+    labelled: int  # label lines joined to a successful report row
+    decided: int  # of those, route auto with a human diagnosis: the diagnosis pairs
+    agreed: int
+    agreement: float
+    kappa: float | None  # Cohen's kappa; None when chance agreement is 1
+    fallback: int  # labelled rows the judge sent to fallback (no verdict to agree with)
+    per_judgment: dict[str, JudgmentAgreement]
+    unmatched: list[str]  # label ids missing from the report or failed there
+    warning: str | None = None
+
+
+def agreement(rows: Sequence[Mapping[str, Any]], labels: Sequence[Mapping[str, Any]]) -> Agreement:
+    """Compare filled-in audit lines with the judge's verdicts in the report rows.
+
+    The diagnosis counts on rows the judge decided (route auto): a fallback row has no
+    verdict to agree with. A judgment's verdict is ``p >= 0.5`` (as in the component
+    metrics) against the human's true/false. Raises :class:`ConfigError` on a label that is
+    not a known diagnosis or not a boolean.
+    """
+    by_id = {str(r.get("id")): r for r in rows if r.get("status") == "ok"}
+    pairs: list[tuple[str, str]] = []
+    per: dict[str, list[bool]] = {name: [] for name in JUDGMENTS}
+    unmatched: list[str] = []
+    labelled = fallback = 0
+    for line in labels:
+        key = str(line.get("id"))
+        row = by_id.get(key)
+        if row is None:
+            unmatched.append(key)
+            continue
+        labelled += 1
+        human: Mapping[str, Any] = line.get("human") or {}
+        said = human.get("diagnosis")
+        if said is not None and said not in DIAGNOSES:
+            raise ConfigError(f"label {key}: human.diagnosis {said!r} is not one of {DIAGNOSES}")
+        if row.get("route") != "auto":
+            fallback += 1
+        elif said is not None:
+            pairs.append((str(row.get("diagnosis")), str(said)))
+        signals = dict(zip(JUDGMENTS, signals_of(row), strict=True))
+        for name, truth in (human.get("judgments") or {}).items():
+            if truth is None:
+                continue
+            if name not in per or not isinstance(truth, bool):
+                raise ConfigError(
+                    f"label {key}: human.judgments.{name} must be one of {list(JUDGMENTS)} "
+                    "with value true, false or null"
+                )
+            p = signals[name]
+            if p is not None:
+                per[name].append((p >= 0.5) == truth)
+    agreed = sum(judge == said for judge, said in pairs)
+    per_judgment = {
+        name: JudgmentAgreement(count=len(v), agreed=sum(v), agreement=safe(sum(v), len(v)))
+        for name, v in per.items()
+        if v
+    }
+    result = Agreement(
+        labelled=labelled,
+        decided=len(pairs),
+        agreed=agreed,
+        agreement=safe(agreed, len(pairs)),
+        kappa=cohen_kappa(pairs),
+        fallback=fallback,
+        per_judgment=per_judgment,
+        unmatched=unmatched,
+    )
+    return result.model_copy(update={"warning": _warning(result)})
+
+
+def cohen_kappa(pairs: Sequence[tuple[str, str]]) -> float | None:
+    """Cohen's kappa of (rater A, rater B) labels; None when undefined (chance agreement 1
+    or no pairs)."""
+    n = len(pairs)
+    if n == 0:
+        return None
+    observed = sum(a == b for a, b in pairs) / n
+    first = Counter(a for a, _ in pairs)
+    second = Counter(b for _, b in pairs)
+    chance = math.fsum(first[label] * second[label] for label in first) / (n * n)
+    return None if chance == 1.0 else (observed - chance) / (1.0 - chance)
+
+
+def _warning(a: Agreement) -> str | None:
+    """Seed 004: agreement below 80% means the judge is drifting."""
+    if a.decided == 0:
+        return (
+            "no human diagnosis on a row the judge decided: fill in human.diagnosis in the "
+            "sample before measuring agreement"
+        )
+    low = (
+        [f"diagnosis {a.agreement:.0%} ({a.agreed}/{a.decided})"]
+        if a.agreement < MIN_AGREEMENT
+        else []
+    )
+    low += [
+        f"{name} {j.agreement:.0%} ({j.agreed}/{j.count})"
+        for name, j in a.per_judgment.items()
+        if j.agreement < MIN_AGREEMENT
+    ]
+    if not low:
+        return None
+    return (
+        f"judge-human agreement below {MIN_AGREEMENT:.0%}: {', '.join(low)}; the judge is "
+        "drifting from human judgment: re-prompt or re-train it, then recalibrate thresholds"
+    )

@@ -1,0 +1,9 @@
+"""The ``ragbatch`` command line: typer options -> ``JobConfig`` -> ``anyio.run`` (no logic).
+
+``app`` holds ``run``, ``estimate`` and ``schema``; ``tools`` the commands that work on
+finished reports (gate, diff, calibrate, audit, merge, cache). May import every layer.
+"""
+
+from ragbatch.cli.app import main
+
+__all__ = ["main"]

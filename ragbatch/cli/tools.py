@@ -1,0 +1,338 @@
+"""CLI commands that work on finished reports: gate, diff (file I/O; no evaluation logic).
+
+Registered on the main app by :func:`register`. Every RagbatchError becomes one ``error:``
+line with its exit code, as for ``run``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from ragbatch.calibrate.audit import agreement, audit_sample, jsonl_bytes
+from ragbatch.calibrate.fit import calibrate_report
+from ragbatch.calibrate.policy_file import policy_bytes
+from ragbatch.compare.drift import distribution_drift, drift_markdown
+from ragbatch.compare.gate import (
+    diff_markdown,
+    diff_reports,
+    gate,
+    gate_junit,
+    gate_markdown,
+    parse_rules,
+)
+from ragbatch.core.errors import ConfigError, RagbatchError
+from ragbatch.data.counterfactual import write_counterfactuals
+from ragbatch.data.jsonl import DatasetReader
+from ragbatch.providers.cache import ReplyCache
+from ragbatch.providers.cache_merge import merge_caches
+from ragbatch.providers.jev import DEFAULT_MODEL, ENDPOINT
+from ragbatch.providers.mock import MOCK_MODEL
+from ragbatch.report.builder import summarize
+from ragbatch.report.models import report_bytes
+from ragbatch.run.estimate import estimate_run
+from ragbatch.run.job import (
+    DEFAULT_CACHE,
+    DEFAULT_DATASET,
+    DEFAULT_PRICING,
+    JobConfig,
+    load_pricing,
+    make_claims,
+    write_bytes,
+)
+from ragbatch.run.shards import merge_partials
+
+
+def read_json(path: Path, what: str) -> Any:
+    """A JSON file, or a ConfigError naming it (exit 2)."""
+    try:
+        return orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    data = read_json(path, "report")
+    if not isinstance(data, dict) or "modes" not in data or "rows" not in data:
+        raise ConfigError(f"{path}: not a ragbatch report (no 'modes' and 'rows')")
+    return data
+
+
+def _fail(error: RagbatchError) -> typer.Exit:
+    typer.echo(f"error: {error}", err=True)
+    return typer.Exit(error.exit_code)
+
+
+def gate_command(
+    current: Annotated[Path, typer.Argument(help="Report of the change under test.")],
+    baseline: Annotated[Path, typer.Option(help="Report of the baseline (e.g. main).")],
+    rules: Annotated[
+        Path | None,
+        typer.Option(help="JSON list of extra rules: {path, maxDrop, direction}."),
+    ] = None,
+    no_default_rules: Annotated[
+        bool, typer.Option("--no-default-rules", help="Use only the rules file.")
+    ] = False,
+    alpha: Annotated[float, typer.Option(help="Significance level of the paired test.")] = 0.05,
+    markdown: Annotated[
+        Path | None, typer.Option(help="Also write the Markdown summary here.")
+    ] = None,
+    junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here.")] = None,
+) -> None:
+    """Fail (exit 1) when CURRENT regressed against --baseline beyond the rules.
+
+    Default rules (seed 004): Recall@10 drop > 0.02, groundedness accuracy drop > 0.02,
+    claim answer-level accuracy (citation quality) drop > 0.05. A drop only counts when an
+    exact paired test on per-row outcomes (McNemar / sign test) says it is not noise.
+    Exit 0 pass, 1 regression, 2 usage error.
+    """
+    try:
+        extra = parse_rules(read_json(rules, "rules file")) if rules else []
+        result = gate(
+            read_report(current),
+            read_report(baseline),
+            extra,
+            defaults=not no_default_rules,
+            alpha=alpha,
+        )
+    except RagbatchError as error:
+        raise _fail(error) from None
+    text = gate_markdown(result)
+    typer.echo(text)
+    if markdown is not None:
+        write_bytes(markdown, text.encode())
+    if junit is not None:
+        write_bytes(junit, gate_junit(result).encode())
+    raise typer.Exit(result.exit_code)
+
+
+def diff_command(
+    a: Annotated[Path, typer.Argument(help="The earlier report.")],
+    b: Annotated[Path, typer.Argument(help="The later report.")],
+    markdown: Annotated[Path | None, typer.Option(help="Also write the Markdown here.")] = None,
+) -> None:
+    """Rows whose diagnosis flipped, metric deltas, model and pricing changes, and drift.
+
+    Drift: population stability index (10 bins; 0.1 moderate, 0.25 drift) and a two-sample KS
+    test for query length, context count and every judgment's probabilities; a two-proportion
+    z-test for the abstention rate.
+    """
+    try:
+        first, second = read_report(a), read_report(b)
+        result = diff_reports(first, second)
+    except RagbatchError as error:
+        raise _fail(error) from None
+    drift = distribution_drift(first, second)
+    text = (
+        diff_markdown(result, a.name, b.name)
+        + "\n\n"
+        + drift_markdown(drift, a.name, b.name, include_changes=False)
+    )
+    typer.echo(text)
+    if markdown is not None:
+        write_bytes(markdown, text.encode())
+
+
+def merge_command(
+    partials: Annotated[list[Path], typer.Argument(help="Partial results of every shard.")],
+    out: Annotated[Path, typer.Option(help="Where to write the merged report.")] = Path(
+        "reports/report.json"
+    ),
+) -> None:
+    """Merge shard partials into the report a single run would have written (same bytes)."""
+    try:
+        info, outcomes = merge_partials(partials)
+    except RagbatchError as error:
+        raise _fail(error) from None
+    write_bytes(out, report_bytes(summarize(outcomes, info)))
+    typer.echo(f"merged {len(partials)} partials, {len(outcomes)} rows: {out}")
+
+
+def estimate_command(
+    dataset: Annotated[Path, typer.Argument(help="JSONL dataset.")] = DEFAULT_DATASET,
+    provider: Annotated[str, typer.Option(help="mock or jev (as for run).")] = "jev",
+    model: Annotated[
+        str | None, typer.Option(envvar="TYPESAFE_DEFAULT_MODEL", help="Model to price.")
+    ] = None,
+    cache_dir: Annotated[Path, typer.Option(help="Reply cache to subtract.")] = DEFAULT_CACHE,
+    pricing: Annotated[Path, typer.Option(help="Pricing snapshot.")] = DEFAULT_PRICING,
+    groundedness: Annotated[str, typer.Option(help="basic or claims (as for run).")] = "basic",
+    claim_evidence: Annotated[str, typer.Option(help="cited or context.")] = "cited",
+    claim_extractor: Annotated[str, typer.Option(help="provided or sentences.")] = "provided",
+    ignore_unknown_fields: Annotated[
+        bool, typer.Option("--ignore-unknown-fields", help="As for run.")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Calls, input tokens and cost of a run before spending anything (no network)."""
+    try:
+        config = JobConfig(
+            dataset=dataset,
+            provider=provider,
+            model=model,
+            groundedness=groundedness,
+            claim_evidence=claim_evidence,
+            claim_extractor=claim_extractor,
+        )
+        snapshot = load_pricing(pricing)
+        claims = make_claims(config)
+        chosen = model or (DEFAULT_MODEL if provider == "jev" else MOCK_MODEL)
+        cache = ReplyCache(cache_dir) if provider == "jev" and cache_dir.exists() else None
+        reader = DatasetReader(dataset, ignore_unknown_fields=ignore_unknown_fields)
+        result = estimate_run(reader, chosen, ENDPOINT, snapshot, cache, claims)
+        if cache is not None:
+            cache.close()
+    except RagbatchError as error:
+        raise _fail(error) from None
+    if json_out:
+        typer.echo(result.model_dump_json(by_alias=True))
+        return
+    cost = "unavailable" if result.cost_usd is None else f"{result.currency} {result.cost_usd:.6f}"
+    typer.echo(
+        f"{result.rows} rows, {result.calls} calls ({result.cache_hits} in the cache), "
+        f"~{result.input_tokens} input tokens to send, cost {cost} "
+        f"(model {result.model}, pricing {result.pricing_version})"
+    )
+    if result.accuracy is not None:
+        a = result.accuracy
+        typer.echo(
+            f"estimator error on {a.compared_calls} cached calls: total "
+            f"{a.total_relative_error:+.1%}, mean absolute {a.mean_absolute_relative_error:.1%}"
+        )
+
+
+def counterfactual_command(
+    dataset: Annotated[Path, typer.Argument(help="JSONL dataset with golden.expectedDocuments.")],
+    out: Annotated[Path, typer.Option(help="Where to write the counterfactual JSONL.")],
+    keep_mock: Annotated[
+        bool, typer.Option("--keep-mock", help="Keep mock/baseline/claims (for testing only).")
+    ] = False,
+) -> None:
+    """Write, per row with expected documents, a variant without them that should be refused.
+
+    Each variant is linked to its row (golden.counterfactualOf) and expects abstention. Run
+    your generator on it to get new answers, then `ragbatch run` it: the report shows the
+    refusal rate and False Answer Rate on the counterfactual rows next to the originals.
+    """
+    try:
+        stats = write_counterfactuals(DatasetReader(dataset), out, keep_mock=keep_mock)
+    except RagbatchError as error:
+        raise _fail(error) from None
+    typer.echo(
+        f"wrote {stats.written} counterfactual rows to {out} ({stats.rows_in} read; skipped "
+        f"{stats.skipped_no_expected} without expected documents, {stats.skipped_no_match} "
+        "whose expected documents were not retrieved)"
+    )
+
+
+def calibrate_command(
+    report: Annotated[Path, typer.Argument(help="A report with expected labels.")],
+    target_risk: Annotated[
+        float, typer.Option(help="Most diagnosis error allowed among automatic rows.")
+    ] = 0.05,
+    confidence: Annotated[float, typer.Option(help="Confidence of the upper bound.")] = 0.95,
+    folds: Annotated[int, typer.Option(min=2, help="Cross-validation folds.")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed of the fold split.")] = 0,
+    out: Annotated[Path, typer.Option(help="Where to write the policy.")] = Path("policy.json"),
+) -> None:
+    """Fit fail/pass thresholds that maximise automatic coverage within a risk target.
+
+    The Clopper-Pearson upper bound of the error among auto-routed rows must stay at or
+    below --target-risk; held-out (cross-validated) risk and coverage are reported next to
+    the in-sample ones. Refuses when the data cannot support the target.
+    """
+    try:
+        policy = calibrate_report(read_report(report), target_risk, confidence, folds, seed)
+    except RagbatchError as error:
+        raise _fail(error) from None
+    write_bytes(out, policy_bytes(policy))
+    ins, held = policy.in_sample, policy.held_out
+    typer.echo(
+        f"policy {policy.version[:19]}… -> {out}: fail {policy.fail_threshold}, pass "
+        f"{policy.pass_threshold}, {len(policy.per_judgment)} per-judgment overrides\n"
+        f"  in-sample: coverage {ins.coverage:.1%}, risk {ins.risk:.2%}, upper bound "
+        f"{ins.risk_upper_bound:.2%}\n"
+        f"  held-out ({held.folds} folds): coverage {held.coverage:.1%}, risk {held.risk:.2%}, "
+        f"upper bound {held.risk_upper_bound:.2%}"
+    )
+
+
+def audit_sample_command(
+    report: Annotated[Path, typer.Argument(help="The report to sample from.")],
+    rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of rows to sample.")] = 0.1,
+    seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
+    out: Annotated[Path, typer.Option(help="JSONL for people to label.")] = Path("sample.jsonl"),
+) -> None:
+    """A sample stratified by diagnosis and route, for people to label (seed 004: ~10%)."""
+    try:
+        lines = audit_sample(read_report(report)["rows"], rate, seed)
+    except RagbatchError as error:
+        raise _fail(error) from None
+    write_bytes(out, jsonl_bytes(lines))
+    typer.echo(f"wrote {len(lines)} rows to label to {out}")
+
+
+def agreement_command(
+    report: Annotated[Path, typer.Argument(help="The judged report.")],
+    labels: Annotated[Path, typer.Argument(help="The labelled sample (JSONL).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Judge-human agreement overall and per judgment; warns below 80% (seed 004)."""
+    try:
+        lines = [orjson.loads(line) for line in labels.read_bytes().splitlines() if line.strip()]
+        result = agreement(read_report(report)["rows"], lines)
+    except OSError as exc:
+        raise _fail(ConfigError(f"cannot read labels {labels}: {exc.strerror or exc}")) from None
+    except orjson.JSONDecodeError as exc:
+        raise _fail(ConfigError(f"{labels}: not valid JSONL ({exc})")) from None
+    except RagbatchError as error:
+        raise _fail(error) from None
+    kappa = "n/a" if result.kappa is None else f"{result.kappa:.3f}"
+    if json_out:
+        typer.echo(result.model_dump_json(by_alias=True))
+    else:
+        typer.echo(
+            f"agreement {result.agreement:.1%} on {result.decided} decided rows "
+            f"(kappa {kappa}), {result.fallback} fallback rows"
+        )
+    if result.warning:
+        typer.echo(f"warning: {result.warning}", err=True)
+
+
+cache_app = typer.Typer(help="Work on reply caches.", no_args_is_help=True)
+
+
+@cache_app.command("merge")
+def cache_merge_command(
+    sources: Annotated[list[Path], typer.Argument(help="Cache directories to copy from.")],
+    into: Annotated[Path, typer.Option(help="The cache directory to merge into.")] = DEFAULT_CACHE,
+) -> None:
+    """Copy every valid entry of SOURCES into --into (corrupt entries skipped and counted)."""
+    for source in sources:
+        if not source.is_dir():
+            raise _fail(ConfigError(f"cache directory {source} does not exist"))
+    try:
+        stats = merge_caches(sources, into)
+    except RagbatchError as error:
+        raise _fail(error) from None
+    typer.echo(
+        f"merged {stats.sources} caches into {into}: {stats.copied} entries copied, "
+        f"{stats.already_present} already there, {stats.corrupt_skipped} corrupt skipped"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cache_app, name="cache")
+    app.command("calibrate")(calibrate_command)
+    app.command("audit-sample")(audit_sample_command)
+    app.command("agreement")(agreement_command)
+    app.command("counterfactual")(counterfactual_command)
+    app.command("estimate")(estimate_command)
+    app.command("merge")(merge_command)
+    app.command("gate")(gate_command)
+    app.command("diff")(diff_command)

@@ -1,0 +1,288 @@
+"""Two reports side by side: the CI gate and the diff (pure: no I/O, works on parsed JSON).
+
+The gate compares CURRENT with BASELINE metric by metric. A rule fails when its metric got
+worse by more than ``maxDrop`` (absolute; "worse" is lower for higher-is-better metrics and
+higher for lower-is-better ones). Before a failing rule counts as a regression, the per-row
+outcomes of both reports (``rows[]`` matched by ``id``) go through a paired test, see
+:data:`PAIRED_TEST` (a template on alpha), so that a couple of flipped rows on a small set is reported as noise.
+A rule whose metric is absent from either report is skipped, and says so.
+
+``diff_reports`` (defined in :mod:`ragbatch.compare.diff`, re-exported here) lists what changed
+between two runs: diagnosis flips, rows added or removed, metric deltas, model and pricing.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.alias_generators import to_camel
+
+from ragbatch.compare.diff import Diff as Diff  # the diff is part of this module's API too
+from ragbatch.compare.diff import as_number, fmt, get_path, markdown_table, rows_by_id
+from ragbatch.compare.diff import diff_markdown as diff_markdown
+from ragbatch.compare.diff import diff_reports as diff_reports
+from ragbatch.core.errors import ConfigError
+from ragbatch.metrics.diagnostic_matrix import diagnose_names
+from ragbatch.metrics.scores import Out
+
+Direction = Literal["higher-is-better", "lower-is-better"]
+Status = Literal["pass", "fail", "not-significant", "skipped"]
+Test = Literal["mcnemar-exact", "sign-test-exact", "none"]
+ALPHA = 0.05
+EPSILON = 1e-9  # a drop of exactly maxDrop passes despite float noise (0.75 - 0.73 > 0.02)
+DIAGNOSIS = "diagnosis"  # row outcome "diagnosis == expected", for accuracy-like rules
+PAIRED_TEST = (
+    "A metric drop beyond its limit is a regression only when the per-row outcomes agree: "
+    "rows present in both reports are paired by id, and an exact two-sided binomial test on "
+    "the rows that changed (McNemar's exact test for pass/fail outcomes, the sign test for "
+    "graded ones) must give p < {alpha} with more rows worse than better. Without paired "
+    "outcomes the drop alone decides."
+)
+
+
+class Rule(Out):
+    """One gate rule; ``row_path`` names the per-row outcome inside ``rows[]`` (or none)."""
+
+    model_config = ConfigDict(
+        frozen=True, alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True
+    )
+
+    name: str = ""
+    path: str
+    max_drop: Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+    direction: Direction = "higher-is-better"
+    row_path: str | None = None
+
+
+_RULES = TypeAdapter(list[Rule])
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule(
+        name="Recall@10",
+        path="retrievalRanking.at.10.recall",
+        max_drop=0.02,
+        row_path="retrievalRanking.at.10.recall",
+    ),
+    Rule(
+        name="Groundedness",
+        path="modes.jevOnly.components.generation.groundedness.accuracy",
+        max_drop=0.02,
+        row_path=DIAGNOSIS,
+    ),
+    Rule(
+        name="Citation quality",
+        path="modes.jevOnly.claims.answerLevelAccuracy",
+        max_drop=0.05,
+        row_path=DIAGNOSIS,
+    ),
+)
+
+
+def default_row_path(path: str) -> str | None:
+    """The per-row outcome a rule on ``path`` pairs on, when there is an obvious one."""
+    if path.startswith("retrievalRanking."):
+        return "retrievalRanking.reciprocalRank" if path.endswith(".mrr") else path
+    return DIAGNOSIS if path.casefold().endswith("accuracy") else None
+
+
+def parse_rules(data: Any) -> list[Rule]:
+    """Rules from a parsed rules file: a list (or ``{"rules": [...]}``) of rule objects.
+
+    Each has ``path`` and ``maxDrop``, optionally ``name`` (default: the path), ``direction``
+    and ``rowPath`` (default: :func:`default_row_path`). Raises ConfigError when malformed.
+    """
+    items = data.get("rules") if isinstance(data, Mapping) else data
+    try:
+        rules = _RULES.validate_python(items)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "top level"
+        hint = "give a list of {path, maxDrop, direction} objects"
+        raise ConfigError(f"rules file: {where}: {first['msg']} ({hint})") from None
+    return [
+        rule.model_copy(
+            update={
+                "name": rule.name or rule.path,
+                "row_path": rule.row_path
+                if "row_path" in rule.model_fields_set
+                else default_row_path(rule.path),
+            }
+        )
+        for rule in rules
+    ]
+
+
+class RuleResult(Out):
+    """One rule's verdict, with the paired test used and its p-value (None when not run)."""
+
+    name: str
+    path: str
+    direction: Direction
+    max_drop: float
+    status: Status
+    baseline: float | None = None
+    current: float | None = None
+    drop: float | None = None
+    test: Test = "none"
+    p_value: float | None = None
+    paired_rows: int = 0
+    worse: int = 0
+    better: int = 0
+    reason: str
+
+
+class GateResult(Out):
+    """All rule verdicts; ``passed`` is False when any rule is a ``fail``."""
+
+    passed: bool
+    alpha: float
+    method: str
+    rules: list[RuleResult]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the gate passes, 1 on a regression (usage errors are the CLI's 2)."""
+        return 0 if self.passed else 1
+
+
+def row_outcomes(report: Mapping[str, Any], row_path: str) -> dict[str, float]:
+    """Per-row outcome by row id: 1/0 for diagnosis == expected, else the number at row_path."""
+    out: dict[str, float] = {}
+    for row_id, row in rows_by_id(report).items():
+        if row_path == DIAGNOSIS:
+            if row.get("expected") is not None:  # a failed row has no diagnosis: wrong
+                out[row_id] = float(row.get("diagnosis") == row["expected"])
+            continue
+        value = get_path(row, row_path)
+        number = float(value) if isinstance(value, bool) else as_number(value)
+        if number is not None:
+            out[row_id] = number
+    return out
+
+
+def binomial_two_sided(worse: int, better: int) -> float:
+    """Exact two-sided p of ``worse`` vs ``better`` discordant pairs under p = 1/2."""
+    n = worse + better
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(worse, better) + 1))
+    return min(1.0, 2 * tail / (1 << n))  # exact integers, one rounding
+
+
+def _check(
+    rule: Rule, current: Mapping[str, Any], baseline: Mapping[str, Any], alpha: float
+) -> RuleResult:
+    out = RuleResult(
+        name=rule.name,
+        path=rule.path,
+        direction=rule.direction,
+        max_drop=rule.max_drop,
+        status="skipped",
+        reason="",
+    )
+    cur, base = as_number(get_path(current, rule.path)), as_number(get_path(baseline, rule.path))
+    if cur is None or base is None:
+        missing = " and ".join(n for n, v in (("current", cur), ("baseline", base)) if v is None)
+        return out.model_copy(update={"reason": f"{rule.path} absent in {missing}"})
+    drop = base - cur if rule.direction == "higher-is-better" else cur - base
+    out = out.model_copy(update={"baseline": base, "current": cur, "drop": drop})
+    if drop <= rule.max_drop + EPSILON:
+        return out.model_copy(
+            update={"status": "pass", "reason": f"drop {drop:.4g} <= {rule.max_drop:g}"}
+        )
+    after = row_outcomes(current, rule.row_path) if rule.row_path else {}
+    before = row_outcomes(baseline, rule.row_path) if rule.row_path else {}
+    ids = [i for i in before if i in after]
+    reason = f"drop {drop:.4g} > {rule.max_drop:g}"
+    if not ids:
+        return out.model_copy(
+            update={"status": "fail", "reason": f"{reason}; no paired per-row outcomes"}
+        )
+    sign = 1.0 if rule.direction == "higher-is-better" else -1.0
+    worse = sum(sign * (after[i] - before[i]) < 0 for i in ids)
+    better = sum(sign * (after[i] - before[i]) > 0 for i in ids)
+    binary = all(v in (0.0, 1.0) for i in ids for v in (after[i], before[i]))
+    p = binomial_two_sided(worse, better)
+    significant = p < alpha and worse > better
+    verdict = "significant" if significant else "not significant: treated as noise"
+    return out.model_copy(
+        update={
+            "status": "fail" if significant else "not-significant",
+            "test": "mcnemar-exact" if binary else "sign-test-exact",
+            "p_value": p,
+            "paired_rows": len(ids),
+            "worse": worse,
+            "better": better,
+            "reason": f"{reason}; {worse} rows worse, {better} better, p = {p:.3g} ({verdict})",
+        }
+    )
+
+
+def gate(
+    current: Mapping[str, Any],
+    baseline: Mapping[str, Any],
+    rules: Sequence[Rule] = (),
+    *,
+    defaults: bool = True,
+    alpha: float = ALPHA,
+) -> GateResult:
+    """Check the default rules (a given rule on the same path replaces one) and ``rules``."""
+    given = {rule.path: rule for rule in rules}
+    merged = [given.pop(r.path, r) for r in DEFAULT_RULES] if defaults else []
+    merged += given.values()  # the rest, in the order given (last one per path wins)
+    results = [_check(rule, current, baseline, alpha) for rule in merged]
+    passed = all(r.status != "fail" for r in results)
+    return GateResult(
+        passed=passed, alpha=alpha, method=PAIRED_TEST.format(alpha=alpha), rules=results
+    )
+
+
+def _cells(r: RuleResult) -> tuple[str, ...]:
+    numbers = (fmt(r.baseline), fmt(r.current), fmt(r.drop), f"{r.max_drop:g}")
+    return (r.name, f"`{r.path}`", *numbers, r.test, fmt(r.p_value), f"**{r.status}**: {r.reason}")
+
+
+def gate_markdown(result: GateResult) -> str:
+    """The gate as a PR comment: verdict, one table row per rule, the test, where to look."""
+    verdict = "PASS" if result.passed else "FAIL: regression"
+    lines = [f"## ragbatch gate: {verdict}", ""]
+    lines += markdown_table(
+        ("Rule", "Metric", "Baseline", "Current", "Drop", "Max drop", "Test", "p", "Result"),
+        (_cells(r) for r in result.rules),
+    )
+    lines += ["", f"Paired test: {result.method}"]
+    failed = [r.path for r in result.rules if r.status == "fail"]
+    findings = diagnose_names(failed)
+    if findings:
+        lines += ["", "### Where to look first (upstream layer first)", ""]
+        lines += [
+            f"- **{f.bad_metric}** ({f.layer}, `{f.metric}`): {f.root_cause}. "
+            f"Look first: {f.look_first}."
+            for f in findings
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def gate_junit(result: GateResult) -> str:
+    """The gate as JUnit XML: one test case per rule (skipped rules are skipped)."""
+    failures = sum(r.status == "fail" for r in result.rules)
+    skipped = sum(r.status == "skipped" for r in result.rules)
+    counts = {"tests": str(len(result.rules)), "failures": str(failures), "errors": "0"}
+    root = ET.Element("testsuites", {"name": "ragbatch gate", **counts})
+    suite = ET.SubElement(root, "testsuite", {"name": "ragbatch.gate", **counts})
+    suite.set("skipped", str(skipped))
+    for r in result.rules:
+        case = ET.SubElement(suite, "testcase", {"classname": "ragbatch.gate", "name": r.name})
+        if r.status == "fail":
+            ET.SubElement(
+                case, "failure", {"message": r.reason, "type": "regression"}
+            ).text = f"{r.path}: baseline {fmt(r.baseline)}, current {fmt(r.current)}"
+        elif r.status == "skipped":
+            ET.SubElement(case, "skipped", {"message": r.reason})
+        else:
+            ET.SubElement(case, "system-out").text = f"{r.status}: {r.reason}"
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"

@@ -1,0 +1,113 @@
+"""The one error tree of ragbatch (pure: no I/O).
+
+::
+
+    RagbatchError                  anything the CLI reports as ``error: <message>``
+    ├── ConfigError                bad options or thresholds          (exit 2)
+    ├── DatasetError(path, line)   a dataset line that cannot be used (exit 2)
+    ├── PricingError               missing or malformed pricing file  (exit 2)
+    ├── CacheError                 the cache directory cannot be used (exit 2)
+    ├── RunAborted                 the run stopped itself (auth, error budget) (exit 4)
+    └── ProviderError(status, retryable, request_id)
+        └── RateLimited(retry_after)
+
+A row whose call fails after retries is *data* (:class:`RowFailure`), not an exception
+that escapes the runner: the run goes on and the report counts it as a failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_ROW_FAILURES = 3
+EXIT_ABORTED = 4
+EXIT_INCOMPLETE = 5
+
+# The failure kind of a row not sent because the --max-cost budget ran out.
+BUDGET_KIND = "budget-exhausted"
+
+
+class RagbatchError(Exception):
+    """Base of every error the CLI turns into a one-line message."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(RagbatchError):
+    """Options that cannot work together, or out of range."""
+
+
+class DatasetError(RagbatchError):
+    """A dataset problem, located by file and 1-based line (0 = the file as a whole)."""
+
+    def __init__(self, path: str, line: int, message: str) -> None:
+        self.path = path
+        self.line = line
+        self.detail = message
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {message}")
+
+
+class PricingError(RagbatchError):
+    """The pricing snapshot is missing, malformed or does not price a model."""
+
+
+class CacheError(RagbatchError):
+    """The cache directory cannot be opened or written."""
+
+
+class RunAborted(RagbatchError):
+    """The run stopped on purpose before the end (bad key, error budget exceeded)."""
+
+    exit_code = EXIT_ABORTED
+
+
+class ProviderError(RagbatchError):
+    """A provider call that did not give a usable reply."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        status: int | None = None,
+        retryable: bool = False,
+        request_id: str | None = None,
+    ) -> None:
+        self.kind = kind
+        self.status = status
+        self.retryable = retryable
+        self.request_id = request_id
+        self.wall_ms = 0.0  # time spent on the call, retries included; set by the provider
+        self.retries: dict[str, int] = {}  # retries by status or kind before giving up
+        suffix = f" (request id {request_id})" if request_id else ""
+        super().__init__(f"{message}{suffix}")
+
+
+class RateLimited(ProviderError):
+    """HTTP 429/529: the service asks us to slow down, maybe saying for how long."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        retry_after: float | None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(
+            message, kind="rate-limited", status=status, retryable=True, request_id=request_id
+        )
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class RowFailure:
+    """Why one row has no verdict: recorded in the report, never turned into a diagnosis."""
+
+    kind: str
+    message: str
+    # Retries spent before giving up (run record only; not part of the report).
+    retries: dict[str, int] = field(default_factory=dict, compare=False)

@@ -1,0 +1,139 @@
+"""Judgments -> diagnosis, confidence and route: the deterministic policy (pure: no I/O).
+
+Jev answers atomic questions; this module alone turns them into a verdict, with two-sided
+thresholds: ``p <= fail`` is a confident "no", ``p >= pass`` a confident "yes", and only the
+open band between them is uncertain. The first matching rule wins (docs: rag-semantics §2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ragbatch.core.claims import ClaimSummary
+from ragbatch.core.errors import ConfigError
+from ragbatch.core.schema import Diagnosis, Judgments, Route
+
+JUDGMENTS = (
+    "chunkRelevance",  # the best chunk of the row
+    "contextSufficiency",
+    "contextConflict",
+    "answerRelevance",
+    "groundedness",
+    "contradiction",
+    "correctness",
+)
+
+
+def _check(fail: float, pass_: float, what: str) -> None:
+    if not (0.0 <= fail < pass_ <= 1.0):
+        raise ConfigError(
+            f"thresholds must satisfy 0 <= fail < pass <= 1, got fail={fail} pass={pass_}{what}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Two-sided thresholds; the fixture defaults are examples, not universal values.
+
+    ``per`` overrides (fail, pass) for single judgments, e.g. from a calibrated policy file.
+    """
+
+    fail: float = 0.2
+    pass_: float = 0.8
+    per: tuple[tuple[str, float, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        _check(self.fail, self.pass_, "; check --fail-threshold and --pass-threshold")
+        for name, fail, pass_ in self.per:
+            if name not in JUDGMENTS:
+                raise ConfigError(f"unknown judgment {name!r} in thresholds; known: {JUDGMENTS}")
+            _check(fail, pass_, f" for {name}")
+
+    def pair(self, name: str) -> tuple[float, float]:
+        for judgment, fail, pass_ in self.per:
+            if judgment == name:
+                return fail, pass_
+        return self.fail, self.pass_
+
+    def is_low(self, p: float, name: str = "") -> bool:
+        return p <= self.pair(name)[0]
+
+    def is_high(self, p: float, name: str = "") -> bool:
+        return p >= self.pair(name)[1]
+
+    def is_uncertain(self, p: float, name: str = "") -> bool:
+        fail, pass_ = self.pair(name)
+        return fail < p < pass_
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A final verdict of one judge on one row."""
+
+    diagnosis: Diagnosis
+    confidence: float
+    route: Route
+
+
+def _need(value: float | None, name: str) -> float:
+    if value is None:
+        raise ValueError(f"judgment {name} missing")  # a bug: requests always ask it
+    return value
+
+
+def diagnose(j: Judgments, t: Thresholds, claims: ClaimSummary | None = None) -> Verdict:
+    """Apply the precedence table to one row's judgments.
+
+    In claim mode (``claims`` given) the claim verdicts take the place of the whole-answer
+    groundedness: a claim veto is GENERATOR_UNGROUNDED, an uncertain claim is uncertainty,
+    and the claims' confidence replaces groundedness in the PASS confidence.
+    """
+    r, g = j.retrieval, j.generation
+    sufficiency = _need(r.sufficiency, "sufficiency")
+    conflict = _need(r.conflict, "conflict")
+    relevance = _need(g.relevance, "relevance")
+    grounded = _need(g.groundedness, "groundedness")
+    contradiction = _need(g.contradiction, "contradiction")
+    correctness = g.correctness
+    best_chunk = max(r.chunk_relevance.values()) if r.chunk_relevance else None
+
+    if t.is_high(conflict, "contextConflict"):
+        return Verdict("CONFLICTING_EVIDENCE", conflict, "auto")
+    if best_chunk is None:
+        return Verdict("RETRIEVAL_MISS", 1.0, "auto")
+    if t.is_low(best_chunk, "chunkRelevance"):
+        return Verdict("RETRIEVAL_MISS", 1.0 - best_chunk, "auto")
+    if t.is_low(sufficiency, "contextSufficiency"):
+        return Verdict("RETRIEVAL_INSUFFICIENT", 1.0 - sufficiency, "auto")
+    if t.is_low(relevance, "answerRelevance"):
+        return Verdict("ANSWER_IRRELEVANT", 1.0 - relevance, "auto")
+    if claims is not None:
+        if claims.answer_fails or t.is_high(contradiction, "contradiction"):
+            veto = claims.confidence if claims.answer_fails else 0.0
+            high = contradiction if t.is_high(contradiction, "contradiction") else 0.0
+            return Verdict("GENERATOR_UNGROUNDED", max(veto, high), "auto")
+    elif t.is_low(grounded, "groundedness") or t.is_high(contradiction, "contradiction"):
+        return Verdict("GENERATOR_UNGROUNDED", max(1.0 - grounded, contradiction), "auto")
+    if correctness is not None and t.is_low(correctness, "correctness"):
+        return Verdict("ANSWER_INCORRECT", 1.0 - correctness, "auto")
+
+    support = grounded if claims is None else claims.confidence
+    signals = [
+        ("contextSufficiency", sufficiency),
+        ("contextConflict", conflict),
+        ("answerRelevance", relevance),
+        ("contradiction", contradiction),
+        ("chunkRelevance", best_chunk),
+    ]
+    if claims is None:
+        signals.append(("groundedness", grounded))
+    if correctness is not None:
+        signals.append(("correctness", correctness))
+    uncertain = any(t.is_uncertain(p, name) for name, p in signals)
+    if uncertain or (claims is not None and claims.uncertain):
+        return Verdict("JUDGE_UNCERTAIN", 0.5, "fallback")
+
+    passing = [sufficiency, 1.0 - conflict, relevance, support, 1.0 - contradiction]
+    if correctness is not None:
+        passing.append(correctness)
+    return Verdict("PASS", min(passing), "auto")

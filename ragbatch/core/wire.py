@@ -1,0 +1,139 @@
+"""The Jev wire protocol: request bodies, reply validation, canonical bytes (pure: no I/O).
+
+A reply reaches policy code only after :func:`parse_reply` has checked it against the request
+that was sent: exactly the asked answer ids, each of the asked type, finite probabilities in
+[0, 1], choice keys equal to the option names, usage non-negative integers. Anything else
+raises :class:`~ragbatch.core.errors.ProviderError` of kind ``malformed-response``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ragbatch.core.errors import ProviderError
+from ragbatch.core.schema import Probability
+
+Criteria = dict[str, str | None] | list[str] | None
+
+
+class Question(BaseModel):
+    """One typed question; ``criteria`` is the option map (noul/choice) or level list (score)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["noul", "choice", "score"]
+    instructions: str
+    criteria: Criteria = None
+
+    @functools.cached_property
+    def estimated_tokens(self) -> int:
+        """~4 bytes a token of the question's canonical JSON (computed once per instance)."""
+        return math.ceil(len(canonical_json(self.model_dump(mode="json"))) / 4)
+
+
+class JevRequest(BaseModel):
+    """What is POSTed to ``/v1/systemone``: the requested model, the state and the questions."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    state: dict[str, Any]
+    questions: dict[str, Question]
+
+    def body(self) -> bytes:
+        """The JSON body as sent over HTTP."""
+        return orjson.dumps(self.model_dump(mode="json", exclude_none=True))
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted-key compact JSON: the same value always gives the same bytes."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def request_key(endpoint: str, request: JevRequest) -> str:
+    """Content address of a request: sha256 of what determines the answer, nothing else."""
+    payload = {
+        "endpoint": endpoint,
+        "model": request.model,
+        "state": request.state,
+        "questions": {k: v.model_dump(mode="json") for k, v in request.questions.items()},
+    }
+    return hashlib.sha256(canonical_json(payload)).hexdigest()
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+
+
+class NoulAnswer(_Wire):
+    type: Literal["noul"]
+    noul: Probability
+
+
+class ChoiceAnswer(_Wire):
+    type: Literal["choice"]
+    choice: str
+    confidence: Probability
+    probabilities: dict[str, Probability]
+
+
+class ScoreAnswer(_Wire):
+    type: Literal["score"]
+    score: Annotated[float, Field(allow_inf_nan=False)]
+    confidence: Probability
+    legend: dict[str, str] = Field(default_factory=dict)
+    probabilities: dict[str, Probability]
+
+
+Answer = Annotated[NoulAnswer | ChoiceAnswer | ScoreAnswer, Field(discriminator="type")]
+
+
+class WireUsage(_Wire):
+    input_tokens: Annotated[int, Field(ge=0)]
+    output_tokens: Annotated[int, Field(ge=0)] = 0
+
+
+class WireReply(_Wire):
+    model: str
+    answers: dict[str, Answer]
+    usage: WireUsage
+
+
+def _malformed(message: str, request_id: str | None) -> ProviderError:
+    return ProviderError(
+        f"malformed response: {message}", kind="malformed-response", request_id=request_id
+    )
+
+
+def parse_reply(request: JevRequest, body: bytes, request_id: str | None = None) -> WireReply:
+    """Validate a 200 body against the request it answers; raise ``malformed-response``."""
+    try:
+        reply = WireReply.model_validate_json(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise _malformed(f"{where}: {first['msg']}", request_id) from None
+    asked, got = set(request.questions), set(reply.answers)
+    if asked != got:
+        missing, extra = sorted(asked - got), sorted(got - asked)
+        raise _malformed(f"answer ids differ (missing {missing}, unexpected {extra})", request_id)
+    for qid, question in request.questions.items():
+        answer = reply.answers[qid]
+        if answer.type != question.type:
+            raise _malformed(f"answer {qid!r} is {answer.type}, asked {question.type}", request_id)
+        if isinstance(answer, ChoiceAnswer) and isinstance(question.criteria, dict):
+            options = set(question.criteria)
+            if set(answer.probabilities) != options or answer.choice not in options:
+                raise _malformed(f"answer {qid!r} options differ from the asked ones", request_id)
+        if isinstance(answer, ScoreAnswer) and isinstance(question.criteria, list):
+            levels = {str(i) for i in range(len(question.criteria))}
+            legend_ok = not answer.legend or set(answer.legend) == levels
+            if set(answer.probabilities) != levels or not legend_ok:
+                raise _malformed(f"answer {qid!r} levels differ from the asked ones", request_id)
+    return reply

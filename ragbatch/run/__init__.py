@@ -1,0 +1,10 @@
+"""Composition and execution: options -> parts -> the run -> report bytes.
+
+Owns the options and result (``config``), the composition root that builds parts from
+options (``factory``), the runner (the ONLY task group), the job end to end (``job``), the
+spending limit (``budget``), progress, ``estimate``, shards and partials (``shards``),
+``workers`` on one machine and the Dask adapter (``dask``).
+
+Does I/O. May import every layer below it: ``calibrate``, ``compare``, ``report``,
+``metrics``, ``data``, ``providers``, ``core``.
+"""

@@ -1,0 +1,162 @@
+"""Builds the parts of a run from its options: pricing, thresholds, provider chain, judges (I/O).
+
+The provider chain for live Jev is ``CachedProvider(BudgetedProvider(JevProvider))``: cache
+hits are free and answered first, the budget sees only calls that will be paid for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragbatch.calibrate.policy_file import load_policy, thresholds_of
+from ragbatch.core.claims import EXTRACTORS, AsyncClaimExtractor, ClaimExtractor, Scope
+from ragbatch.core.errors import ConfigError, PricingError
+from ragbatch.core.policy import Thresholds
+from ragbatch.core.pricing import PricingSnapshot, parse_pricing
+from ragbatch.core.provider import BaselineJudge, Provider
+from ragbatch.providers.baseline import RecordedBaseline
+from ragbatch.providers.cache import CachedProvider, ReplyCache
+from ragbatch.providers.jev import (
+    DEFAULT_MODEL,
+    MODEL_ALIASES,
+    JevProvider,
+    JevSettings,
+    OfflineJev,
+)
+from ragbatch.providers.lexical import LexicalBaseline
+from ragbatch.providers.llm_judge import API_KEY_ENV, ChatClient, LlmClaimExtractor, LlmJudge
+from ragbatch.providers.mock import MockProvider
+from ragbatch.providers.ratelimit import RateLimiter
+from ragbatch.run.budget import BudgetedProvider, SpendLimit
+from ragbatch.run.config import JobConfig
+from ragbatch.run.runner import ClaimConfig
+
+
+def load_pricing(path: Path) -> PricingSnapshot:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PricingError(
+            f"cannot read pricing snapshot {path}: {exc.strerror or exc} (pass --pricing FILE)"
+        ) from None
+    return parse_pricing(data, str(path))
+
+
+def make_provider(
+    config: JobConfig, pricing: PricingSnapshot
+) -> tuple[Provider, CachedProvider | None, list[str]]:
+    """The provider for the run: budget-limited, and behind the reply cache for live Jev."""
+    limit = SpendLimit(config.max_cost, pricing) if config.max_cost is not None else None
+    if config.provider == "mock":
+        provider: Provider = MockProvider(config.model) if config.model else MockProvider()
+        return (BudgetedProvider(provider, limit) if limit else provider), None, []
+    if config.provider != "jev":
+        raise ConfigError(f"unknown provider {config.provider!r}; choose mock or jev")
+    model = config.model or DEFAULT_MODEL
+    warnings = []
+    if model in MODEL_ALIASES and config.cache_mode != "off":
+        warnings.append(
+            f"model {model!r} is an alias: the release behind it can change between runs, so "
+            "a cache keyed on it can mix releases; pin a release (e.g. --model jev-1.13.0) "
+            "for reproducible backfills"
+        )
+    settings = JevSettings(
+        api_key=config.api_key,
+        base_url=config.base_url,
+        model=model,
+        attempt_timeout_s=config.attempt_timeout_s,
+        row_deadline_s=config.row_deadline_s,
+        max_retries=config.max_retries,
+        backoff_initial_s=config.backoff_initial_s,
+        backoff_max_s=config.backoff_max_s,
+    )
+    limiter = RateLimiter(
+        config.concurrency,
+        max_rps=config.max_rps,
+        max_tokens_per_s=config.max_tokens_per_s,
+        adaptive=config.adaptive,
+    )
+    inner: Provider = (
+        OfflineJev(model) if config.cache_mode == "offline" else JevProvider(settings, limiter)
+    )
+    cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
+    if limit is not None:
+        inner = BudgetedProvider(inner, limit)
+    cached = CachedProvider(inner, cache, config.cache_mode)
+    return cached, cached, warnings
+
+
+def load_thresholds(config: JobConfig) -> tuple[Thresholds, str | None]:
+    """The thresholds of --policy (and its version), else the configured ones."""
+    if config.policy is None:
+        return config.thresholds, None
+    try:
+        data = config.policy.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read policy {config.policy}: {exc.strerror or exc}") from None
+    policy = load_policy(data, str(config.policy))
+    per = tuple(
+        (name, pair[0], pair[1])
+        for name, pair in sorted(thresholds_of(policy).items())
+        if pair != (policy.fail_threshold, policy.pass_threshold)
+    )
+    return Thresholds(policy.fail_threshold, policy.pass_threshold, per), policy.version
+
+
+def make_claims(config: JobConfig) -> ClaimConfig | None:
+    """Claim mode settings, or None for basic (whole-answer) groundedness."""
+    if config.groundedness == "basic":
+        return None
+    if config.groundedness != "claims":
+        raise ConfigError(
+            f"unknown groundedness mode {config.groundedness!r}; choose basic or claims"
+        )
+    extractor: ClaimExtractor | AsyncClaimExtractor | None = EXTRACTORS.get(config.claim_extractor)
+    if config.claim_extractor == "llm":
+        if not config.judge_api_key:
+            raise ConfigError(f"--claim-extractor llm needs a key: set {API_KEY_ENV}")
+        chat = ChatClient(
+            config.judge_base_url,
+            config.judge_api_key,
+            config.judge_model,
+            RateLimiter(config.concurrency, max_rps=config.max_rps),
+            timeout_s=config.attempt_timeout_s,
+            max_retries=config.max_retries,
+        )
+        extractor = LlmClaimExtractor(chat)
+    if extractor is None:
+        raise ConfigError(
+            f"unknown claim extractor {config.claim_extractor!r}; choose "
+            + " or ".join([*sorted(EXTRACTORS), "llm"])
+        )
+    if config.claim_evidence not in ("cited", "context"):
+        raise ConfigError(
+            f"unknown claim evidence scope {config.claim_evidence!r}; choose cited or context"
+        )
+    scope: Scope = "cited" if config.claim_evidence == "cited" else "context"
+    return ClaimConfig(extractor, scope)
+
+
+def make_baseline(config: JobConfig) -> BaselineJudge:
+    """The fallback judge: recorded verdicts, the lexical check, or an LLM judge."""
+    if config.baseline == "recorded":
+        return RecordedBaseline()
+    if config.baseline == "lexical":
+        return LexicalBaseline()
+    if config.baseline == "llm":
+        if not config.judge_api_key and config.cache_mode != "offline":
+            raise ConfigError(f"--baseline llm needs a key: set {API_KEY_ENV}")
+        limiter = RateLimiter(config.concurrency, max_rps=config.max_rps)
+        cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
+        return LlmJudge(
+            config.judge_base_url,
+            config.judge_api_key or "",
+            config.judge_model,
+            cache,
+            limiter,
+            timeout_s=config.attempt_timeout_s,
+            max_retries=config.max_retries,
+            backoff_initial_s=config.backoff_initial_s,
+            backoff_max_s=config.backoff_max_s,
+        )
+    raise ConfigError(f"unknown baseline {config.baseline!r}; choose recorded, lexical or llm")

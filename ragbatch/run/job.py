@@ -1,0 +1,316 @@
+"""One evaluation job end to end: files in, report bytes out (does I/O; no CLI concerns).
+
+Reads the pricing snapshot, streams the dataset through :func:`ragbatch.run.runner.run_stream`
+into a :class:`~ragbatch.report.builder.ReportBuilder` (outcomes are not kept), and writes the
+report and the optional run record. The CLI and the Python API both call :func:`run_job`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import orjson
+
+from ragbatch.core.claims import ClaimExtractor
+from ragbatch.core.errors import ConfigError, RagbatchError
+from ragbatch.core.outcome import RowOutcome
+from ragbatch.core.pricing import PricingSnapshot, total_cost
+from ragbatch.core.provider import Provider
+from ragbatch.data.formats import open_dataset
+from ragbatch.providers.cache import CachedProvider
+from ragbatch.providers.jev import (
+    JevProvider,
+)
+from ragbatch.report.builder import ReportBuilder, RunInfo
+from ragbatch.report.models import report_bytes
+from ragbatch.report.rows_out import RowsWriter
+from ragbatch.run.budget import BudgetedProvider
+from ragbatch.run.config import (
+    DEFAULT_CACHE,
+    DEFAULT_DATASET,
+    DEFAULT_OUT,
+    DEFAULT_PRICING,
+    JobConfig,
+    JobResult,
+    RowSource,
+    write_bytes,
+)
+from ragbatch.run.factory import (
+    load_pricing,
+    load_thresholds,
+    make_baseline,
+    make_claims,
+    make_provider,
+)
+from ragbatch.run.progress import Progress, Snapshot, count_lines
+from ragbatch.run.runner import RunConfig, run_stream
+from ragbatch.run.shards import shard_of, write_partial
+
+__all__ = [
+    "DEFAULT_CACHE",
+    "DEFAULT_DATASET",
+    "DEFAULT_OUT",
+    "DEFAULT_PRICING",
+    "JobConfig",
+    "JobResult",
+    "RowSource",
+    "evaluate_async",
+    "load_pricing",
+    "load_thresholds",
+    "make_baseline",
+    "make_claims",
+    "make_provider",
+    "run_job",
+    "write_bytes",
+]
+
+
+def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first real error inside (possibly nested) task-group exception groups."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
+
+
+def watch(
+    config: JobConfig, pricing: PricingSnapshot, cached: CachedProvider | None, total: int | None
+) -> tuple[Progress | None, RowsWriter | None]:
+    """The observers of finished rows: the progress display (rows as they finish) and the
+    --rows-out writer (rows in input order)."""
+    progress = None
+    if config.progress != "none":
+        live = Snapshot()
+        if cached is not None:
+            stats = cached.stats
+            live.cache_hits = lambda: stats.hits
+            live.cache_lookups = lambda: stats.hits + stats.misses
+            inner = (
+                cached.inner.inner if isinstance(cached.inner, BudgetedProvider) else cached.inner
+            )
+            if isinstance(inner, JevProvider):
+                limiter, counts = inner.limiter, inner.retries
+                live.in_flight = lambda: limiter.stats.in_flight
+                live.concurrency = lambda: limiter.limit
+                live.retries = lambda: sum(counts.values())
+                live.throttled = lambda: limiter.stats.throttled
+        progress = Progress(
+            total, pricing, live, mode=config.progress, interval=config.progress_interval
+        )
+    rows_out = RowsWriter(config.rows_out) if config.rows_out is not None else None
+    return progress, rows_out
+
+
+def _ignore(message: str) -> None:
+    return None
+
+
+async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignore) -> JobResult:
+    """Run the job inside an existing event loop; ``warn`` hears warnings as they arise."""
+    if config.concurrency < 1:
+        raise ConfigError(f"--concurrency must be at least 1, got {config.concurrency}")
+    if config.shard is not None and config.partial_out is None:
+        raise ConfigError("--shard needs --partial-out PATH (merge partials with ragbatch merge)")
+    pricing = load_pricing(config.pricing)
+    thresholds, policy_version = load_thresholds(config)
+    config = replace(config, thresholds=thresholds)
+    claims = make_claims(config)
+    baseline = make_baseline(config)
+    reader = config.source or open_dataset(
+        config.dataset,
+        config.format,
+        mapping=config.mapping,
+        outputs=config.outputs,
+        ignore_unknown_fields=config.ignore_unknown_fields,
+    )
+    total = count_lines(str(config.dataset)) if config.source is None else None
+    limit = config.max_report_rows
+    # a JSONL file's non-blank lines are its rows (any other line fails the run)
+    known_rows = total if config.format == "jsonl" and config.shard is None else None
+    if known_rows is not None and limit is not None and known_rows > limit and not config.rows_out:
+        warn(
+            f"{total} rows > --max-report-rows {limit}: the report will keep aggregates only; "
+            "add --rows-out PATH to keep per-row results"
+        )
+    provider, cached, warnings = make_provider(config, pricing)  # last: it holds connections
+    for warning in warnings:
+        warn(warning)
+    info = RunInfo(
+        dataset_name=reader.name,
+        dataset_sha256="",  # known once the whole file is read
+        provider=provider.name,
+        requested_model=provider.model,
+        baseline=baseline.name,
+        thresholds=config.thresholds,
+        pricing=pricing,
+        claims=(claims.extractor.name, claims.scope) if claims else None,
+        ks=config.ks,
+        slice_by=config.slice_by,
+        policy_version=policy_version,
+        max_report_rows=config.max_report_rows,
+    )
+    builder = ReportBuilder(info, known_rows)
+    calls = CallLog(config.max_report_rows, known_rows)
+    kept: list[RowOutcome] = []  # a shard's outcomes, for its partial file
+    started = time.perf_counter()
+    try:
+        run_config = RunConfig(
+            config.concurrency,
+            config.thresholds,
+            max_error_rate=config.max_error_rate,
+            error_budget_rows=config.error_budget_rows,
+            claims=claims,
+        )
+        pairs = (
+            (index, row)
+            for index, row in enumerate(reader)
+            if config.shard is None or shard_of(row.id, config.shard[1]) == config.shard[0]
+        )
+        progress, rows_out = watch(config, pricing, cached, total)
+
+        def in_order(outcome: RowOutcome) -> None:
+            result = builder.add(outcome, want_row=rows_out is not None)
+            calls.add(outcome)
+            if rows_out is not None and result is not None:
+                rows_out.write(result)
+            if config.shard is not None:
+                kept.append(outcome)
+
+        try:
+            await run_stream(
+                pairs,
+                provider,
+                baseline,
+                run_config,
+                in_order,
+                progress.on_row if progress is not None else None,
+            )
+        finally:
+            for watcher in (progress, rows_out):
+                if watcher is not None:
+                    watcher.close()
+    except BaseExceptionGroup as group:
+        error = _unwrap(group)
+        if isinstance(error, RagbatchError):
+            raise error from None
+        raise
+    finally:
+        await provider.aclose()
+        await baseline.aclose()
+        if claims is not None and not isinstance(claims.extractor, ClaimExtractor):
+            await claims.extractor.aclose()
+    wall = time.perf_counter() - started
+    report = builder.report(dataset_sha256=reader.sha256)
+    data = report_bytes(report)
+    if config.shard is not None and config.partial_out is not None:
+        info = replace(info, dataset_sha256=reader.sha256)
+        write_partial(config.partial_out, config.shard, reader.rows, info, kept)
+    elif config.out is not None:
+        write_bytes(config.out, data)
+    rate = builder.rows / wall if wall > 0 else 0.0
+    record = calls.record(wall, rate, provider, cached, pricing)
+    if cached is not None:
+        for warning in cached.warnings:
+            warn(warning)
+    if config.run_record is not None:
+        write_bytes(config.run_record, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
+    return JobResult(report, data, wall, rate, record)
+
+
+class CallLog:
+    """Per-row call facts for the run record (cached? attempts, retries, latency, request id),
+    kept while the run has at most ``limit`` rows; retry counts are always totalled."""
+
+    def __init__(self, limit: int | None, expected_rows: int | None = None) -> None:
+        self.limit = limit
+        self.rows = 0
+        self.retries: Counter[str] = Counter()
+        over = limit is not None and expected_rows is not None and expected_rows > limit
+        self.calls: list[dict[str, Any]] | None = None if over else []
+
+    def add(self, o: RowOutcome) -> None:
+        self.rows += 1
+        reply, failure = o.jev.reply, o.jev.failure
+        if reply is not None:
+            self.retries.update(reply.retries)
+        elif failure is not None:
+            self.retries.update(failure.retries)
+        if self.limit is not None and self.rows > self.limit:
+            self.calls = None
+        if self.calls is None:
+            return
+        entry: dict[str, Any] = {"id": o.row.id}
+        if reply is not None:
+            entry.update(
+                cached=reply.cached,
+                attempts=reply.attempts,
+                retries=reply.retries,
+                latencyMs=reply.latency_ms,
+                wallMs=reply.wall_ms,
+                model=reply.model,
+                requestId=reply.request_id,
+            )
+        elif failure is not None:
+            entry.update(
+                failed=failure.kind,
+                message=failure.message,
+                retries=failure.retries,
+                wallMs=o.jev.latency_ms,
+            )
+        self.calls.append(entry)
+
+    def record(
+        self,
+        wall: float,
+        rate: float,
+        provider: Provider,
+        cached: CachedProvider | None,
+        pricing: PricingSnapshot,
+    ) -> dict[str, Any]:
+        """What happened in this run (timings, retries, cache hits): kept out of the report."""
+        record: dict[str, Any] = {
+            "rows": self.rows,
+            "wallSeconds": wall,
+            "rowsPerSecond": rate,
+            "retriesByStatus": dict(sorted(self.retries.items())),
+        }
+        if cached is not None:
+            stats = cached.stats
+            saved = total_cost(pricing, ((m, t, 0) for m, t in stats.saved_models.items()))
+            record["cache"] = {
+                "hits": stats.hits,
+                "misses": stats.misses,
+                "writes": stats.writes,
+                "corrupt": stats.corrupt,
+                "deduplicated": stats.deduplicated,
+                "savedInputTokens": stats.saved_input_tokens,
+                "savedUsd": saved.usd,
+            }
+            inner = cached.inner
+            if isinstance(inner, JevProvider):
+                limiter = inner.limiter.stats
+                record["rateControl"] = {
+                    "throttled": limiter.throttled,
+                    "peakInFlight": limiter.peak_in_flight,
+                    "lowestConcurrency": limiter.lowest_limit,
+                    "finalConcurrency": limiter.current_limit,
+                }
+        if self.calls is None:
+            record["callsOmitted"] = {
+                "rows": self.rows,
+                "limit": self.limit,
+                "reason": "more rows than --max-report-rows: per-row results are in --rows-out",
+            }
+        else:
+            record["calls"] = self.calls
+        return record
+
+
+def run_job(config: JobConfig, warn: Callable[[str], None] = _ignore) -> JobResult:
+    """Run the job in a fresh event loop (the CLI's entry)."""
+    return anyio.run(evaluate_async, config, warn)

@@ -1,0 +1,324 @@
+"""The HTML report: structure (html.parser), self-containment, claim highlights, escaping, the
+missing extra, and a headless Chromium smoke test (no console errors, charts in the DOM)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ragbatch.report
+from ragbatch.core.errors import ConfigError
+from ragbatch.data.jsonl import DatasetReader
+from ragbatch.report.html import ROW_CAP, answer_segments, report_html
+from ragbatch.report.models import ClaimOut, Report
+from ragbatch.run.job import JobConfig, run_job
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART_IDS = ("chart-reliability", "chart-risk-coverage", "chart-tradeoff")
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+GOOD = {"supported": 0.95, "contradicted": 0.01, "insufficient": 0.03, "not_applicable": 0.01}
+MOCK = {
+    "retrieval": {"chunkRelevance": {"p1": 0.95, "p2": 0.9}, "sufficiency": 0.9, "conflict": 0.05},
+    "generation": {"relevance": 0.95, "groundedness": 0.9, "contradiction": 0.05},
+}
+CLAIM_ROWS = [
+    {
+        "id": "x1",
+        "question": "What does the plan include?",
+        "contexts": [
+            {"id": "p1", "text": "The plan includes 10,000 API calls per month."},
+            {"id": "p2", "text": "Support is by email."},
+        ],
+        "answer": "The plan includes unlimited API calls. Support is by email. Great choice!",
+        "claims": [
+            {"id": "k1", "text": "The plan includes unlimited API calls.", "citations": ["p1"]},
+            {"id": "k2", "text": "Support is by email.", "citations": ["p2"]},
+            {"id": "k3", "text": "Great choice!", "citations": [], "impact": "low"},
+        ],
+        "expected": {"diagnosis": "GENERATOR_UNGROUNDED"},
+        "mock": MOCK
+        | {"claims": {"k1": GOOD | {"supported": 0.05, "contradicted": 0.9}, "k2": GOOD}},
+        "baseline": {"diagnosis": "PASS", "confidence": 0.8},
+    },
+    {
+        "id": "x2 <i>",
+        "question": "How much & how fast?",
+        "contexts": [
+            {"id": "p1", "text": "Prices vary."},
+            {"id": "p2", "text": "Refunds take 30 days."},
+        ],
+        "answer": "Prices start at <b>$5</b> & rise. Refunds take 30 days.",
+        "claims": [
+            {"id": "k1", "text": "Prices start at <b>$5</b> & rise.", "citations": ["p1"]},
+            {"id": "k2", "text": "Refunds take 30 days.", "citations": ["p2"]},
+        ],
+        "expected": {"diagnosis": "GENERATOR_UNGROUNDED"},
+        "mock": MOCK
+        | {"claims": {"k1": GOOD | {"supported": 0.05, "insufficient": 0.9}, "k2": GOOD}},
+        "baseline": {"diagnosis": "PASS", "confidence": 0.8},
+    },
+]
+
+
+class Page(HTMLParser):
+    """What the tests look at: ids, their nesting, resource URLs, marks and row-table rows."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, str | None]] = []
+        self.ids: list[str] = []
+        self.svg_in: set[str] = set()
+        self.urls: list[str] = []
+        self.tags: Counter[str] = Counter()
+        self.marks: list[dict[str, str]] = []
+        self.rows: list[dict[str, str]] = []
+        self._mark: dict[str, str] | None = None
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = {k: v or "" for k, v in attrs}
+        self.tags[tag] += 1
+        self.urls += [v for k, v in found.items() if k in {"src", "href", "xlink:href", "action"}]
+        if "id" in found:
+            self.ids.append(found["id"])
+        if tag == "svg":
+            self.svg_in.update(i for _, i in self.stack if i)
+        if tag == "mark":
+            self._mark = {
+                "class": found.get("class", ""),
+                "title": found.get("title", ""),
+                "text": "",
+            }
+        if tag == "tr" and "data-diagnosis" in found:
+            self.rows.append(found)
+        if tag not in VOID:
+            self.stack.append((tag, found.get("id")))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags[tag] += 1
+        self.urls += [v or "" for k, v in attrs if k in {"src", "href", "xlink:href"}]
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "mark" and self._mark is not None:
+            if self._mark["title"]:  # claim marks only, not the legend
+                self.marks.append(self._mark)
+            self._mark = None
+        while self.stack:
+            if self.stack.pop()[0] == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        if self._mark is not None:
+            self._mark["text"] += data
+
+
+@pytest.fixture(scope="module")
+def report() -> Report:
+    return Report.model_validate_json((ROOT / "reports/expected-report.json").read_bytes())
+
+
+@pytest.fixture(scope="module")
+def page_html(report: Report) -> str:
+    answers = {row.id: row.answer for row in DatasetReader(ROOT / "datasets/rag-fixture.jsonl")}
+    return report_html(report, answers)
+
+
+@pytest.fixture(scope="module")
+def claims_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, dict[str, str]]:
+    data = tmp_path_factory.mktemp("claims") / "claims.jsonl"
+    data.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in CLAIM_ROWS))
+    pricing = ROOT / "pricing/typesafe-2026-12.json"
+    report = run_job(
+        JobConfig(dataset=data, out=None, groundedness="claims", pricing=pricing)
+    ).report
+    return report, {row.id: row.answer for row in DatasetReader(data)}
+
+
+def test_structure(report: Report, page_html: str) -> None:
+    page = Page(page_html)
+    assert page_html.startswith("<!DOCTYPE html>")
+    for required in (*CHART_IDS, "confusion", "rows"):
+        assert required in page.ids
+    assert set(CHART_IDS) <= page.svg_in  # each chart's <svg> sits inside its id
+    duplicates = [i for i, n in Counter(page.ids).items() if n > 1]
+    assert duplicates == []
+    assert len(page.rows) == len(report.rows) == 48
+    assert page.tags["script"] == 1 and "<script src" not in page_html
+
+
+def test_self_contained(page_html: str) -> None:
+    page = Page(page_html)
+    remote = [u for u in page.urls if u.startswith(("http://", "https://", "//"))]
+    assert remote == []
+    assert page.tags["link"] == 0 and page.tags["img"] == 0 and page.tags["iframe"] == 0
+    assert "@import" not in page_html and "url(http" not in page_html
+
+
+def test_confusion_matrix_cells(report: Report, page_html: str) -> None:
+    confusion = report.modes.jev_only.classification.confusion
+    block = page_html[page_html.index('id="confusion"') : page_html.index('id="details"')]
+    for label in confusion.labels:
+        assert f"<th>{label}</th>" in block
+    assert block.count('class="s10 diag"') == 1  # the largest cell, on the diagonal (PASS, 8)
+
+
+def test_deterministic(report: Report, page_html: str) -> None:
+    answers = {row.id: row.answer for row in DatasetReader(ROOT / "datasets/rag-fixture.jsonl")}
+    assert report_html(report, answers) == page_html
+
+
+def test_claim_spans_are_highlighted_and_escaped(
+    claims_data: tuple[Report, dict[str, str]],
+) -> None:
+    report, answers = claims_data
+    text = report_html(report, answers)
+    marks = Page(text).marks
+    assert [m["class"] for m in marks] == ["contradicted", "missing-citation", "insufficient"]
+    assert marks[0]["text"] == "The plan includes unlimited API calls."
+    assert marks[0]["title"] == "k1: contradicted (confidence 0.90)"
+    assert marks[1]["text"] == "Great choice!"
+    assert marks[2]["text"] == "Prices start at <b>$5</b> & rise."  # text, once unescaped
+    assert "Prices start at &lt;b&gt;$5&lt;/b&gt; &amp; rise." in text  # never markup
+    assert "<b>$5" not in text and "x2 &lt;i&gt;" in text
+    assert "Support is by email.</mark>" not in text  # supported claims stay plain
+
+
+def test_claims_without_answer_texts(claims_data: tuple[Report, dict[str, str]]) -> None:
+    text = report_html(claims_data[0])
+    assert "Answer texts are not in the report" in text
+    assert [m["text"] for m in Page(text).marks] == ["k1", "k3", "k1"]  # listed by claim id
+
+
+def test_row_cap(report: Report) -> None:
+    many = report.model_copy(update={"rows": report.rows * (ROW_CAP // len(report.rows) + 1)})
+    text = report_html(many)
+    assert len(Page(text).rows) == ROW_CAP
+    assert f"Showing the first {ROW_CAP} of {len(many.rows)} rows" in text
+
+
+def test_missing_extra_is_a_config_error(report: Report, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "jinja2", None)
+    with pytest.raises(ConfigError, match=r"pip install 'ragbatch\[html\]'"):
+        report_html(report)
+    monkeypatch.delitem(sys.modules, "jinja2")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.delitem(sys.modules, "ragbatch.report.charts", raising=False)
+    monkeypatch.delattr(ragbatch.report, "charts", raising=False)
+    with pytest.raises(ConfigError, match="'html' extra"):
+        report_html(report)
+
+
+@pytest.mark.parametrize("module", ["html", "markdown", "tables"])
+def test_base_install_imports_no_extra(module: str) -> None:
+    tree = ast.parse((ROOT / "ragbatch" / "report" / f"{module}.py").read_text(encoding="utf-8"))
+    top = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module or "" for n in top if isinstance(n, ast.ImportFrom)}
+    assert not {name.split(".")[0] for name in names} & {"jinja2", "matplotlib", "markupsafe"}
+    assert "ragbatch.report.charts" not in names
+
+
+def _claim(start: int, end: int, verdict: str) -> ClaimOut:
+    return ClaimOut(
+        id="k", start=start, end=end, citations=[], impact="normal", evidence=[],
+        verdict=verdict, confidence=0.9, uncertain=False, veto=False,
+    )  # fmt: skip
+
+
+@given(
+    st.text(max_size=40),
+    st.lists(
+        st.tuples(
+            st.integers(-5, 50),
+            st.integers(-5, 50),
+            st.sampled_from(["contradicted", "insufficient", "missing-citation", "supported"]),
+        ),
+        max_size=6,
+    ),
+)
+def test_segments_give_back_the_answer(answer: str, spans: list[tuple[int, int, str]]) -> None:
+    segments = answer_segments(answer, [_claim(*span) for span in spans])
+    assert "".join(s.text for s in segments) == answer
+    assert all(s.text for s in segments)
+    assert all(s.verdict != "supported" for s in segments)
+
+
+# -- headless Chromium ---------------------------------------------------------------------------
+
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+]
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium", path="/usr/bin")
+    if found:
+        return found
+    if os.environ.get("CI", "").strip().lower() not in {"", "0", "false", "no"}:
+        pytest.fail("chromium is required under CI (apt-get install chromium)")
+    pytest.skip("chromium is not installed (apt-get install chromium)")
+
+
+def load(page: Path, tmp_path: Path, fragment: str = "") -> tuple[str, list[str]]:
+    """The DOM after load and the page's console lines (Chromium logs them as CONSOLE)."""
+    command = [chromium(), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom"]
+    result = subprocess.run(
+        [*command, page.resolve().as_uri() + fragment], capture_output=True, text=True, timeout=90
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout, [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
+
+
+@pytest.mark.parametrize(("ci", "outcome"), [("true", "fail"), ("", "skip"), ("false", "skip")])
+def test_missing_chromium_fails_only_under_ci(
+    ci: str, outcome: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shutil, "which", lambda *_, **__: None)
+    monkeypatch.setenv("CI", ci)
+    expected = pytest.fail.Exception if outcome == "fail" else pytest.skip.Exception
+    with pytest.raises(expected):
+        chromium()
+
+
+def test_browser_console_catches_errors(tmp_path: Path) -> None:
+    # guards the check below: a throwing page must be seen, or "no console lines" means nothing
+    page = tmp_path / "broken.html"
+    page.write_text("<!DOCTYPE html><p>x</p><script>undefinedFunction();</script>", "utf-8")
+    _, console = load(page, tmp_path)
+    assert any("Uncaught" in line for line in console)
+
+
+def test_browser_renders_without_console_errors(page_html: str, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(page_html, encoding="utf-8")
+    dom, console = load(page, tmp_path, "#diagnosis=JUDGE_UNCERTAIN")
+    assert console == []
+    for chart in CHART_IDS:
+        assert f'id="{chart}"' in dom
+    assert dom.count("<svg") >= 3 and 'id="confusion"' in dom and 'id="rows"' in dom
+    # the filter script ran: the fragment chose a diagnosis, the other rows are hidden
+    rows = Page(dom).rows
+    shown = Counter(r["data-diagnosis"] for r in rows if "hidden" not in r)
+    assert shown == {"JUDGE_UNCERTAIN": 6}
+    assert len(rows) == 48 and '<span id="rows-shown">6</span>' in dom

@@ -1,0 +1,224 @@
+"""The Dask adapter on a real LocalCluster (loopback only), and merging reply caches."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import diskcache
+import pytest
+
+from ragbatch.core.errors import CacheError, ConfigError, RagbatchError
+from ragbatch.core.provider import Reply
+from ragbatch.core.schema import TokenUsage
+from ragbatch.core.wire import NoulAnswer
+from ragbatch.providers.cache import ReplyCache, encode_entry
+from ragbatch.providers.cache_merge import MergeStats, merge_caches
+from ragbatch.run.dask import local_cluster, run_on_dask
+from ragbatch.run.job import JobConfig, run_job
+from ragbatch.testing import JevServer
+from tests.conftest import JEV_KEY
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+pytest.importorskip("distributed")  # the optional 'dask' extra (part of the 'test' extra)
+
+ROOT = Path(__file__).resolve().parents[2]
+DATASET = ROOT / "datasets/rag-fixture.jsonl"
+PRICING = ROOT / "pricing/typesafe-2026-12.json"
+
+
+def test_missing_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # First in the file: it runs before the module's cluster exists, whose client threads
+    # would break while the package is hidden.
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    with pytest.raises(ConfigError, match=r"pip install 'ragbatch\[dask\]'"), local_cluster(1):
+        pass
+    with pytest.raises(ConfigError, match="the 'dask' extra"):
+        run_on_dask(JobConfig(), 2, None, tmp_path)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Client]:
+    """Two single-threaded worker processes on 127.0.0.1, shared by the tests of this module."""
+    with local_cluster(2) as client:
+        yield client
+
+
+@pytest.mark.timeout(120)
+def test_dask_report_equals_single_run(client: Client, tmp_path: Path) -> None:
+    assert str(client.scheduler_info()["address"]).startswith("tcp://127.0.0.1:")
+    assert len(client.scheduler_info()["workers"]) == 2
+    single = run_job(JobConfig(dataset=DATASET, pricing=PRICING, out=tmp_path / "single.json"))
+    config = JobConfig(dataset=DATASET, pricing=PRICING, out=tmp_path / "dask.json")
+    result = run_on_dask(config, 2, client, tmp_path / "caches")
+    assert result.report_bytes == single.report_bytes
+    assert (tmp_path / "dask.json").read_bytes() == (tmp_path / "single.json").read_bytes()
+    assert sum(run["rows"] for run in result.record["shardRuns"]) == 48
+
+
+@pytest.mark.timeout(120)
+def test_worker_caches_merge_into_an_offline_replay(client: Client, tmp_path: Path) -> None:
+    caches = tmp_path / "caches"
+    with JevServer(api_key=JEV_KEY) as server:
+        live = JobConfig(
+            dataset=DATASET,
+            pricing=PRICING,
+            out=tmp_path / "dask.json",
+            provider="jev",
+            model="jev-1.13.0",
+            base_url=server.base_url,
+            api_key=JEV_KEY,
+            concurrency=8,
+        )
+        result = run_on_dask(live, 2, client, caches)
+        fetched = server.successful
+        assert fetched == 48
+        parts = [caches / "worker-1", caches / "worker-2"]
+        keys = [set(_keys(part)) for part in parts]
+        assert keys[0] and keys[1] and not keys[0] & keys[1]
+        assert len(keys[0]) + len(keys[1]) == fetched
+
+        merged = tmp_path / "merged"
+        stats = merge_caches(parts, merged)
+        assert stats == MergeStats(2, fetched, fetched, 0, 0)
+        assert set(_keys(merged)) == keys[0] | keys[1]
+
+        requests = server.requests_total
+        replay = run_job(
+            JobConfig(
+                dataset=DATASET,
+                pricing=PRICING,
+                out=tmp_path / "replay.json",
+                provider="jev",
+                model="jev-1.13.0",
+                cache_mode="offline",
+                cache_dir=merged,
+            )
+        )
+        assert server.requests_total == requests  # zero new requests
+    assert replay.record["cache"]["hits"] == 48
+    assert replay.report_bytes == result.report_bytes
+    assert (tmp_path / "replay.json").read_bytes() == (tmp_path / "dask.json").read_bytes()
+
+
+@pytest.mark.timeout(120)
+def test_a_shard_error_comes_back_as_one_error_line(client: Client, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(DATASET.read_bytes().splitlines(keepends=True)[0] + b'{"id": 3}\n')
+    config = JobConfig(dataset=bad, pricing=PRICING, out=tmp_path / "dask.json")
+    with pytest.raises(RagbatchError, match=r"^shard 1/2: .*bad\.jsonl:2: ") as caught:
+        run_on_dask(config, 2, client, tmp_path / "caches")
+    assert caught.value.exit_code == 2  # a DatasetError, reported like the CLI would
+    assert not (tmp_path / "dask.json").exists()
+
+
+# merge_caches ------------------------------------------------------------------------------
+
+
+def _keys(directory: Path) -> list[str]:
+    cache = ReplyCache(directory)
+    try:
+        return cache.keys()
+    finally:
+        cache.close()
+
+
+def _reply(p: float, latency_ms: float = 12.0) -> Reply:
+    return Reply(
+        model="jev-1.13.0",
+        answers={"groundedness": NoulAnswer(type="noul", noul=p)},
+        usage=TokenUsage(input_tokens=300, output_tokens=2),
+        latency_ms=latency_ms,
+    )
+
+
+def _fill(directory: Path, entries: dict[str, bytes]) -> Path:
+    cache = ReplyCache(directory)
+    for key, value in entries.items():
+        cache.put(key, value)
+    cache.close()
+    return directory
+
+
+def _read(directory: Path) -> dict[str, bytes]:
+    cache = ReplyCache(directory)
+    try:
+        keys = cache.keys()
+        return {key: value for key in keys if (value := cache.get(key)) is not None}
+    finally:
+        cache.close()
+
+
+def _key(n: int) -> str:
+    return f"{n:064x}"
+
+
+def test_merge_copies_verified_entries_and_skips_corrupt_ones(tmp_path: Path) -> None:
+    good = {_key(i): encode_entry(_reply(i / 10), _key(i)) for i in range(4)}
+    tampered = bytearray(encode_entry(_reply(0.9), _key(10)))
+    tampered[-3] ^= 1  # one body byte flipped: the checksum no longer matches
+    corrupt = {
+        _key(10): bytes(tampered),
+        _key(11): encode_entry(_reply(0.5), _key(99)),  # stored under another request's key
+        _key(12): encode_entry(_reply(0.5)),  # no key in the header
+        _key(13): b"not an entry",
+        _key(14): b'{"format": 99}\n{}',
+    }
+    a = _fill(tmp_path / "a", {k: good[k] for k in list(good)[:2]} | corrupt)
+    b = _fill(tmp_path / "b", {k: good[k] for k in list(good)[2:]})
+    stats = merge_caches([a, b], tmp_path / "merged")
+    assert stats == MergeStats(
+        sources=2, entries_read=9, copied=4, already_present=0, corrupt_skipped=5
+    )
+    assert _read(tmp_path / "merged") == good
+    again = merge_caches([a, b], tmp_path / "merged")  # idempotent
+    assert again == MergeStats(2, 9, 0, 4, 5)
+    assert _read(tmp_path / "merged") == good
+
+
+def test_merge_keeps_an_existing_key_and_the_first_source_wins(tmp_path: Path) -> None:
+    key = _key(1)
+    mine = encode_entry(_reply(0.3, latency_ms=5.0), key)
+    theirs = encode_entry(_reply(0.3, latency_ms=7.0), key)
+    later = encode_entry(_reply(0.3, latency_ms=9.0), key)
+    target = _fill(tmp_path / "target", {key: mine})
+    source = _fill(tmp_path / "src", {key: theirs, _key(2): encode_entry(_reply(0.1), _key(2))})
+    stats = merge_caches([source], target)
+    assert (stats.copied, stats.already_present) == (1, 1)
+    assert _read(target)[key] == mine  # not rewritten
+
+    fresh = tmp_path / "fresh"
+    stats = merge_caches([source, _fill(tmp_path / "later", {key: later})], fresh)
+    assert (stats.copied, stats.already_present) == (2, 1)
+    assert _read(fresh)[key] == theirs
+
+
+def test_merge_replaces_a_corrupt_target_entry(tmp_path: Path) -> None:
+    key = _key(1)
+    good = encode_entry(_reply(0.3), key)
+    target = _fill(tmp_path / "target", {key: good[:-1]})
+    stats = merge_caches([_fill(tmp_path / "src", {key: good})], target)
+    assert (stats.copied, stats.already_present) == (1, 0)
+    assert _read(target)[key] == good
+
+
+def test_merge_refuses_bad_directories(tmp_path: Path) -> None:
+    source = _fill(tmp_path / "src", {_key(1): encode_entry(_reply(0.3), _key(1))})
+    with pytest.raises(CacheError, match="not a cache directory"):
+        merge_caches([tmp_path / "nowhere"], tmp_path / "out")
+    assert not (tmp_path / "nowhere").exists()
+    with pytest.raises(ConfigError, match="also a source"):
+        merge_caches([source], source)
+
+
+def test_merge_ignores_diskcache_values_that_are_not_bytes(tmp_path: Path) -> None:
+    raw = diskcache.Cache(str(tmp_path / "src"))
+    raw.set(_key(1), {"pickled": True})
+    raw.set(7, encode_entry(_reply(0.3), "7"))
+    raw.close()
+    stats = merge_caches([tmp_path / "src"], tmp_path / "out")
+    assert stats == MergeStats(1, 2, 0, 0, 2)
