@@ -22,6 +22,7 @@ import orjson
 from pydantic import ValidationError
 
 from ragbatch.core.errors import DatasetError
+from ragbatch.core.policy import Thresholds, routing_of
 from ragbatch.core.schema import Row
 from ragbatch.data.jsonl import SeenIds, describe
 from ragbatch.report.models import Report
@@ -71,6 +72,9 @@ PATH_OPTIONS = frozenset(f.name for f in fields(JobConfig) if "Path" in str(f.ty
 async def evaluate_async(rows: Iterable[Row | Mapping[str, Any]], **options: Any) -> Report:
     """Evaluate rows inside a running event loop (Jupyter: ``await ragbatch.evaluate_async(...)``)."""
     options.setdefault("out", None)
+    if "routing" in options:  # the CLI's --routing: how the thresholds walk the precedence
+        thresholds = options.get("thresholds", Thresholds())
+        options["thresholds"] = replace(thresholds, routing=routing_of(options.pop("routing")))
     options = {
         name: Path(value) if name in PATH_OPTIONS and isinstance(value, str | PathLike) else value
         for name, value in options.items()

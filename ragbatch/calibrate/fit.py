@@ -23,6 +23,14 @@ from typing import Any
 import orjson
 
 from ragbatch.calibrate.bounds import auroc, best_bound, max_errors, upper_bound
+from ragbatch.calibrate.guarantee import (
+    ASSUMPTION,
+    METHOD,
+    Candidate,
+    Certification,
+    best_symmetric,
+    certify,
+)
 from ragbatch.calibrate.policy_file import (
     Fit,
     FittedOn,
@@ -37,6 +45,7 @@ from ragbatch.calibrate.policy_file import (
 )
 from ragbatch.calibrate.rules import (
     BAND,
+    DECIDE,
     HIGH,
     JUDGMENTS,
     Pair,
@@ -49,6 +58,7 @@ from ragbatch.calibrate.rules import (
 )
 from ragbatch.calibrate.search import Sample, count, fit
 from ragbatch.core.errors import ConfigError
+from ragbatch.core.policy import ROUTINGS, Guarantee
 from ragbatch.metrics.scores import safe
 
 __all__ = [
@@ -82,16 +92,20 @@ def calibrate(
     seed: int = 0,
     grid: Sequence[float] | None = None,
     *,
+    routing: str = "auto",
     dataset: Mapping[str, Any] | None = None,
     report_version: str | None = None,
 ) -> PolicyFile:
     """Fit a policy to report rows; only ``status == "ok"`` rows with ``expected`` count.
 
+    ``routing`` is ``showcase``, ``guarded`` or ``auto`` (both are searched and the one that
+    certifies more held-out coverage is kept). The guarantee is Learn-then-Test on a seeded
+    half of the rows the search never saw (:mod:`ragbatch.calibrate.guarantee`).
     ``dataset`` is the report's ``dataset`` block (name, sha256) and ``report_version`` its
     ``reportVersion``; both are recorded in ``fittedOn``. ``grid``, when given, replaces the
     candidate thresholds (the extremes 0 and 1 are always added).
     """
-    _check_options(target_risk, confidence, folds, grid)
+    _check_options(target_risk, confidence, folds, grid, routing)
     used = [r for r in rows if r.get("status") == "ok" and r.get("expected") is not None]
     for r in used:
         if r.get("claimSummary") is not None:
@@ -118,18 +132,27 @@ def calibrate(
             f"{area:.3f} < {MIN_AUROC}), so no threshold can buy coverage at a bounded "
             f"risk{tie}; improve the judge or its questions before calibrating"
         )
-    kmax = max_errors(len(samples), target_risk, confidence)
-    fitted, result = fit(samples, kmax, grid)
-    if fitted is None:
-        bound, n, k = best_bound(result.min_errors, confidence)
-        raise ConfigError(
-            f"no thresholds meet target risk {target_risk} at confidence {confidence}: the "
-            f"best achievable upper bound is {bound:.4f} ({k} wrong of {n} automatic rows, "
-            f"coverage {safe(n, len(samples)):.3f}){tie}; label more rows, relax "
-            "--target-risk, or improve the judge"
-        )
-    auto, errors = count(samples, fitted.thresholds)
+    routings = ROUTINGS if routing == "auto" else (routing,)
+    cert = certify(samples, target_risk, confidence, routings, seed, grid)
+    chosen = cert.chosen
+    if chosen is None:
+        raise ConfigError(_refusal(cert, target_risk, confidence, tie))
+    fitted = chosen.fitted
+    guarantee = Guarantee(
+        target_risk=target_risk,
+        confidence=confidence,
+        method=METHOD,
+        routing=chosen.routing,
+        coverage=safe(chosen.certify_auto, cert.certify_rows),
+        risk_upper_bound=upper_bound(chosen.certify_errors, chosen.certify_auto, confidence),
+        certified_on=cert.certify_rows,
+        auto_rows=chosen.certify_auto,
+        errors=chosen.certify_errors,
+        candidates_tested=len(cert.tested),
+        assumption=ASSUMPTION,
+    )
     return with_version(
+        routing=chosen.routing,
         fail_threshold=fitted.fail,
         pass_threshold=fitted.pass_,
         per_judgment={
@@ -142,9 +165,33 @@ def calibrate(
         target_risk=target_risk,
         confidence=confidence,
         fitted_on=_fitted_on(rows, used, samples, dataset, report_version),
-        in_sample=_fit(len(samples), auto, errors, confidence),
-        held_out=_cross_validate(samples, kmax, target_risk, confidence, folds, seed, grid),
+        in_sample=_fit(cert.fit_rows, chosen.fit_auto, chosen.fit_errors, confidence),
+        held_out=_cross_validate(samples, chosen, target_risk, confidence, folds, seed, grid),
         judgments=_judgment_fits(samples, fitted.thresholds, confidence),
+        guarantee=guarantee,
+    )
+
+
+def _refusal(cert: Certification, target: float, confidence: float, tie: str) -> str:
+    """Why nothing was certified, with the best that was achievable and what to do."""
+    what = (
+        f"no thresholds meet target risk {target} at confidence {confidence}"
+        f" ({cert.fit_rows} rows to fit, {cert.certify_rows} held out to certify)"
+    )
+    advice = "; label more rows, relax --target-risk, or improve the judge"
+    bound, n, k = best_bound(cert.best_fit_min_errors, confidence)
+    best = (
+        f"on the fit rows the best achievable upper bound is {bound:.4f} ({k} wrong of {n} "
+        f"automatic rows, coverage {safe(n, cert.fit_rows):.3f})"
+    )
+    if not cert.tested:
+        return f"{what}: {best}{tie}{advice}"
+    first = cert.tested[0]
+    held = upper_bound(first.certify_errors, first.certify_auto, confidence)
+    return (
+        f"{what}: {best}; the first candidate tested ({first.routing} routing) had "
+        f"{first.certify_errors} wrong of {first.certify_auto} automatic held-out rows, upper "
+        f"bound {held:.4f}{tie}{advice}"
     )
 
 
@@ -155,6 +202,7 @@ def calibrate_report(
     folds: int = 5,
     seed: int = 0,
     grid: Sequence[float] | None = None,
+    routing: str = "auto",
 ) -> PolicyFile:
     """:func:`calibrate` on a parsed report (its rows, dataset block and version)."""
     return calibrate(
@@ -164,14 +212,21 @@ def calibrate_report(
         folds,
         seed,
         grid,
+        routing=routing,
         dataset=report.get("dataset"),
         report_version=report.get("reportVersion"),
     )
 
 
 def _check_options(
-    target_risk: float, confidence: float, folds: int, grid: Sequence[float] | None
+    target_risk: float,
+    confidence: float,
+    folds: int,
+    grid: Sequence[float] | None,
+    routing: str = "auto",
 ) -> None:
+    if routing not in ("auto", *ROUTINGS):
+        raise ConfigError(f"--routing must be auto, showcase or guarded, got {routing!r}")
     if not 0.0 < target_risk < 1.0:
         raise ConfigError(f"--target-risk must lie strictly between 0 and 1, got {target_risk}")
     if not 0.0 < confidence < 1.0:
@@ -195,27 +250,35 @@ def _fit(rows: int, auto: int, errors: int, confidence: float) -> Fit:
 
 def _cross_validate(
     samples: Sequence[Sample],
-    kmax: Sequence[int],
+    chosen: Candidate,
     target: float,
     confidence: float,
     folds: int,
     seed: int,
     grid: Sequence[float] | None,
 ) -> HeldOut:
-    """k-fold CV: fit on k - 1 folds, count on the held-out fold, pool the counts.
+    """k-fold CV of the chosen candidate's family: fit on k - 1 folds, count on the held-out
+    fold, pool the counts.
 
-    A fold whose training part admits no thresholds automates nothing on its held-out part
-    (what ``calibrate`` would do there: refuse, so every row goes to the fallback judge).
+    The family is the chosen routing with a symmetric pair (the best one of the training
+    part) or, when the chosen policy has per-judgment thresholds, the search's fit. A fold
+    whose training part admits no thresholds automates nothing on its held-out part (what
+    ``calibrate`` would do there: refuse, so every row goes to the fallback judge).
     """
     order = list(range(len(samples)))
     random.Random(seed).shuffle(order)
+    rule = DECIDE[chosen.routing]
     auto = errors = 0
     for f in range(folds):
         held = set(order[f::folds])
         train = [s for i, s in enumerate(samples) if i not in held]
-        fitted, _ = fit(train, kmax, grid)
+        if chosen.fitted.refined:
+            kmax = max_errors(len(train), target, confidence)
+            fitted, _ = fit(train, kmax, grid, chosen.routing)
+        else:
+            fitted = best_symmetric(train, target, confidence, chosen.routing, grid)
         if fitted is not None:
-            a, e = count([samples[i] for i in sorted(held)], fitted.thresholds)
+            a, e = count([samples[i] for i in sorted(held)], fitted.thresholds, rule)
             auto, errors = auto + a, errors + e
     pooled = _fit(len(samples), auto, errors, confidence)
     return HeldOut(

@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 
 from ragbatch.calibrate.rules import JUDGMENTS, Pair
 from ragbatch.core.errors import ConfigError
+from ragbatch.core.policy import Guarantee, Routing
 
 KIND: Literal["ragbatch-policy"] = "ragbatch-policy"
 
@@ -86,6 +87,7 @@ class PolicyFile(_Model):
 
     version: str
     kind: Literal["ragbatch-policy"] = KIND
+    routing: Routing = "showcase"  # absent in files written before routings existed
     fail_threshold: float
     pass_threshold: float
     per_judgment: dict[str, ThresholdPair]
@@ -96,6 +98,7 @@ class PolicyFile(_Model):
     in_sample: Fit
     held_out: HeldOut
     judgments: dict[str, JudgmentFit]
+    guarantee: Guarantee | None = None  # absent in files written before Learn-then-Test
 
     @model_validator(mode="after")
     def _valid(self) -> PolicyFile:
@@ -108,6 +111,11 @@ class PolicyFile(_Model):
 
 def _content(data: dict[str, Any]) -> bytes:
     body = {k: v for k, v in data.items() if k != "version"}
+    # Files written before these fields existed hash without them, and still verify.
+    if body.get("routing") == "showcase":
+        del body["routing"]
+    if body.get("guarantee") is None:
+        body.pop("guarantee", None)
     return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
 
 

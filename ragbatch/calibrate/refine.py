@@ -12,7 +12,17 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ragbatch.calibrate.rules import BAND, HIGH, JUDGMENTS, LOW, Pair, Signals, decide, statuses
+from ragbatch.calibrate.rules import (
+    BAND,
+    HIGH,
+    JUDGMENTS,
+    LOW,
+    Decide,
+    Pair,
+    Signals,
+    decide,
+    statuses,
+)
 from ragbatch.core.schema import Diagnosis
 
 MAX_ROUNDS = 8
@@ -41,6 +51,7 @@ def counts_over_move(
     name: str,
     side: int,
     values: Sequence[float],
+    decide: Decide = decide,
 ) -> list[tuple[int, int]]:
     """(automatic rows, errors) if judgment ``name``'s fail (side 0) or pass (side 1)
     threshold took each of ``values``, all else as in ``table`` (the rows' statuses).
@@ -96,6 +107,7 @@ def refine(
     names: Sequence[str],
     kmax: Sequence[int],
     options: Mapping[str, Sequence[float]],
+    decide: Decide = decide,
 ) -> dict[str, Pair]:
     """Coordinate ascent over each named judgment's fail and pass threshold in turn.
 
@@ -106,7 +118,7 @@ def refine(
     """
     pairs = dict(thresholds)
     table = [statuses(s.signals, pairs) for s in samples]
-    score = rank(*_totals(samples, table), kmax)
+    score = rank(*_totals(samples, table, decide), kmax)
     for _ in range(MAX_ROUNDS):
         moved = False
         for name in names:
@@ -116,7 +128,7 @@ def refine(
                     values = [v for v in options[name] if v < pass_]
                 else:
                     values = [v for v in reversed(options[name]) if v > fail]
-                counts = counts_over_move(samples, table, pairs, name, side, values)
+                counts = counts_over_move(samples, table, pairs, name, side, values, decide)
                 choice = None
                 for value, (n, k) in zip(values, counts, strict=True):
                     if rank(n, k, kmax) > score:
@@ -142,7 +154,9 @@ def _score(diagnosis: Diagnosis, expected: str) -> tuple[int, int]:
     return int(is_auto), int(is_auto and diagnosis != expected)
 
 
-def _totals(samples: Sequence[Sample], table: Sequence[list[int]]) -> tuple[int, int]:
+def _totals(
+    samples: Sequence[Sample], table: Sequence[list[int]], decide: Decide = decide
+) -> tuple[int, int]:
     auto = wrong = 0
     for s, st in zip(samples, table, strict=True):
         a, w = _score(decide(st), s.expected)

@@ -12,7 +12,7 @@ of the golden report. Claim mode (claim verdicts replacing groundedness) is not 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ragbatch.core.errors import ConfigError
@@ -115,6 +115,41 @@ def decide(st: Sequence[int]) -> Diagnosis:
     return "PASS"
 
 
+def decide_guarded(st: Sequence[int]) -> Diagnosis:
+    """The guarded walk over statuses (rag-semantics §2a): a rule fires, is ruled out, or
+    stops the walk undecided (JUDGE_UNCERTAIN)."""
+    if st[CONFLICT] == HIGH:
+        return "CONFLICTING_EVIDENCE"
+    if st[CONFLICT] != LOW:
+        return "JUDGE_UNCERTAIN"
+    if st[CHUNK] == ABSENT or st[CHUNK] == LOW:
+        return "RETRIEVAL_MISS"
+    if st[CHUNK] != HIGH:
+        return "JUDGE_UNCERTAIN"
+    if st[SUFFICIENCY] == LOW:
+        return "RETRIEVAL_INSUFFICIENT"
+    if st[SUFFICIENCY] != HIGH:
+        return "JUDGE_UNCERTAIN"
+    if st[RELEVANCE] == LOW:
+        return "ANSWER_IRRELEVANT"
+    if st[RELEVANCE] != HIGH:
+        return "JUDGE_UNCERTAIN"
+    if st[GROUNDED] == LOW or st[CONTRADICTION] == HIGH:
+        return "GENERATOR_UNGROUNDED"
+    if st[GROUNDED] != HIGH or st[CONTRADICTION] != LOW:
+        return "JUDGE_UNCERTAIN"
+    if st[CORRECTNESS] == LOW:
+        return "ANSWER_INCORRECT"
+    if st[CORRECTNESS] == BAND:
+        return "JUDGE_UNCERTAIN"
+    return "PASS"
+
+
+Decide = Callable[[Sequence[int]], Diagnosis]
+DECIDE: dict[str, Decide] = {"showcase": decide, "guarded": decide_guarded}
+"""The precedence walk of each routing, over statuses."""
+
+
 def check_pairs(thresholds: Mapping[str, Pair], names: Sequence[str] = JUDGMENTS) -> None:
     """Raise :class:`ConfigError` unless every name has a pair with 0 <= fail < pass <= 1."""
     for name in names:
@@ -136,11 +171,24 @@ def uniform(fail: float, pass_: float) -> dict[str, Pair]:
 
 def statuses(sig: Signals, thresholds: Mapping[str, Pair]) -> list[int]:
     """The status of every judgment of one row."""
-    return [status(p, thresholds[name]) for p, name in zip(sig, JUDGMENTS, strict=True)]
+    return statuses_in_order(sig, in_order(thresholds))
+
+
+def in_order(thresholds: Mapping[str, Pair]) -> list[Pair]:
+    """The pairs in ``JUDGMENTS`` order, for :func:`statuses_in_order`."""
+    return [thresholds[name] for name in JUDGMENTS]
+
+
+def statuses_in_order(sig: Signals, pairs: Sequence[Pair]) -> list[int]:
+    """:func:`statuses` with the pairs already in order (the search's hot loop)."""
+    return [
+        ABSENT if p is None else LOW if p <= f else HIGH if p >= q else BAND
+        for p, (f, q) in zip(sig, pairs, strict=True)
+    ]
 
 
 def rediagnose(
-    judgments: Mapping[str, Any], thresholds: Mapping[str, Pair]
+    judgments: Mapping[str, Any], thresholds: Mapping[str, Pair], routing: str = "showcase"
 ) -> tuple[Diagnosis, Route]:
     """Diagnosis and route of one row under per-judgment (fail, pass) thresholds.
 
@@ -148,7 +196,7 @@ def rediagnose(
     ``generation`` blocks); ``thresholds`` maps every name of ``JUDGMENTS`` to a pair.
     """
     check_pairs(thresholds)
-    diagnosis = decide(statuses(signals_of(judgments), thresholds))
+    diagnosis = DECIDE[routing](statuses(signals_of(judgments), thresholds))
     return diagnosis, "fallback" if diagnosis == "JUDGE_UNCERTAIN" else "auto"
 
 

@@ -23,20 +23,24 @@ from ragbatch.calibrate.rules import (
     CONFLICT,
     CONTRADICTION,
     CORRECTNESS,
+    DECIDE,
     GROUNDED,
     JUDGMENTS,
     RELEVANCE,
     SUFFICIENCY,
+    Decide,
     Pair,
     Signals,
     decide,
-    statuses,
+    in_order,
+    statuses_in_order,
 )
 from ragbatch.core.schema import Diagnosis
 
-__all__ = ["Fitted", "GlobalResult", "Sample", "count", "fit", "search_global"]
+__all__ = ["Fitted", "GlobalResult", "Sample", "count", "fit", "search_global", "search_grid"]
 
 MAX_CANDIDATES = 40
+GRID_CANDIDATES = 12  # per side for the direct grid of the guarded routing
 MIN_ROWS_PER_JUDGMENT = 30
 _INF = float("inf")
 
@@ -75,11 +79,14 @@ def candidates(values: Sequence[float], grid: Sequence[float] | None) -> list[fl
     return sorted({0.0, 1.0, *base})
 
 
-def count(samples: Sequence[Sample], thresholds: Mapping[str, Pair]) -> tuple[int, int]:
+def count(
+    samples: Sequence[Sample], thresholds: Mapping[str, Pair], decide: Decide = decide
+) -> tuple[int, int]:
     """(automatic rows, wrong automatic rows) under the thresholds."""
     auto = errors = 0
+    pairs = in_order(thresholds)
     for s in samples:
-        diagnosis = decide(statuses(s.signals, thresholds))
+        diagnosis = decide(statuses_in_order(s.signals, pairs))
         if diagnosis != "JUDGE_UNCERTAIN":
             auto += 1
             errors += diagnosis != s.expected
@@ -181,8 +188,35 @@ def search_global(
     return GlobalResult(best=best, min_errors=min_errors)
 
 
+def search_grid(
+    samples: Sequence[Sample],
+    fails: Sequence[float],
+    passes: Sequence[float],
+    kmax: Sequence[int],
+    decide: Decide,
+) -> GlobalResult:
+    """Like :func:`search_global`, by evaluating every pair directly (any routing)."""
+    min_errors = [-1] * (len(samples) + 1)
+    best: tuple[float, float, int, int] | None = None
+    for fail in sorted(fails):
+        for pass_ in sorted(p for p in passes if p > fail):
+            n, k = count(samples, dict.fromkeys(JUDGMENTS, (fail, pass_)), decide)
+            if min_errors[n] < 0 or k < min_errors[n]:
+                min_errors[n] = k
+            if k > kmax[n]:
+                continue
+            # ties: the smallest fail (seen first), then the largest pass (seen last)
+            same = best is not None and (n, k, fail) == (best[2], best[3], best[0])
+            if best is None or (n, -k) > (best[2], -best[3]) or same:
+                best = (fail, pass_, n, k)
+    return GlobalResult(best=best, min_errors=min_errors)
+
+
 def fit(
-    samples: Sequence[Sample], kmax: Sequence[int], grid: Sequence[float] | None
+    samples: Sequence[Sample],
+    kmax: Sequence[int],
+    grid: Sequence[float] | None,
+    routing: str = "showcase",
 ) -> tuple[Fitted | None, GlobalResult]:
     """Global pair, then per-judgment refinement where a judgment has enough rows.
 
@@ -192,8 +226,13 @@ def fit(
     global search's record, refined results included) when nothing meets the constraint.
     """
     pooled = [p for s in samples for p in s.signals if p is not None]
-    options = candidates(pooled, grid)
-    result = search_global(samples, options[:-1], options[1:], kmax)
+    rule = DECIDE[routing]
+    if routing == "showcase":
+        options = candidates(pooled, grid)
+        result = search_global(samples, options[:-1], options[1:], kmax)
+    else:
+        options = sorted({0.0, 1.0, *(grid if grid is not None else thin(pooled, GRID_CANDIDATES))})
+        result = search_grid(samples, options[:-1], options[1:], kmax, rule)
     names = tuple(
         name
         for j, name in enumerate(JUDGMENTS)
@@ -211,8 +250,8 @@ def fit(
     best: tuple[tuple[int, int, int], Fitted] | None = None
     for fail, pass_ in starts:
         start = dict.fromkeys(JUDGMENTS, (fail, pass_))
-        pairs = refine(samples, start, names, kmax, per_name)
-        n, k = count(samples, pairs)
+        pairs = refine(samples, start, names, kmax, per_name, rule)
+        n, k = count(samples, pairs, rule)
         if result.min_errors[n] < 0 or k < result.min_errors[n]:
             result.min_errors[n] = k  # a refusal reports the best bound seen anywhere
         score = rank(n, k, kmax)

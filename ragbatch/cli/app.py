@@ -20,7 +20,7 @@ from ragbatch.core.errors import (
     ConfigError,
     RagbatchError,
 )
-from ragbatch.core.policy import Thresholds
+from ragbatch.core.policy import Thresholds, routing_of
 from ragbatch.data.formats import open_dataset
 from ragbatch.metrics.ranking import DEFAULT_KS
 from ragbatch.providers.cache import CacheMode
@@ -189,6 +189,15 @@ def run(
     pass_threshold: Annotated[
         float, typer.Option(help="P(true) at or above this is a confident 'yes'.")
     ] = 0.8,
+    routing: Annotated[
+        str | None,
+        typer.Option(
+            show_default=False,
+            help="How the precedence is walked: 'showcase' (default; the first rule that "
+            "fires wins) or 'guarded' (automatic only when every earlier rule is confidently "
+            "ruled out; what a risk guarantee needs). A --policy file brings its own.",
+        ),
+    ] = None,
     pricing: Annotated[
         Path, typer.Option(help="Versioned pricing snapshot (JSON) used to price usage.")
     ] = DEFAULT_PRICING,
@@ -301,6 +310,11 @@ def run(
     report; rerun with more to resume from the cache).
     """
     try:
+        if routing is not None and policy is not None:
+            raise ConfigError(
+                "--routing and --policy cannot be used together: the policy file "
+                "names its own routing (see `ragbatch calibrate --routing`)"
+            )
         config = JobConfig(
             base_url=base_url,
             api_key=api_key,
@@ -338,7 +352,7 @@ def run(
             provider=provider,
             model=model,
             concurrency=concurrency,
-            thresholds=Thresholds(fail_threshold, pass_threshold),
+            thresholds=Thresholds(fail_threshold, pass_threshold, routing=routing_of(routing)),
             pricing=pricing,
             baseline=baseline,
             ignore_unknown_fields=ignore_unknown_fields,

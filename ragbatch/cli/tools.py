@@ -235,30 +235,46 @@ def calibrate_command(
     target_risk: Annotated[
         float, typer.Option(help="Most diagnosis error allowed among automatic rows.")
     ] = 0.05,
-    confidence: Annotated[float, typer.Option(help="Confidence of the upper bound.")] = 0.95,
+    confidence: Annotated[float, typer.Option(help="Confidence of the guarantee.")] = 0.95,
+    routing: Annotated[
+        str,
+        typer.Option(
+            help="Routing to search: 'auto' (both; keeps the one that certifies more "
+            "coverage), 'showcase' or 'guarded'."
+        ),
+    ] = "auto",
     folds: Annotated[int, typer.Option(min=2, help="Cross-validation folds.")] = 5,
-    seed: Annotated[int, typer.Option(help="Seed of the fold split.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the fit/certify split and the folds.")] = 0,
     out: Annotated[Path, typer.Option(help="Where to write the policy.")] = Path("policy.json"),
 ) -> None:
-    """Fit fail/pass thresholds that maximise automatic coverage within a risk target.
+    """Fit thresholds that automate the most rows with a held-out risk guarantee.
 
-    The Clopper-Pearson upper bound of the error among auto-routed rows must stay at or
-    below --target-risk; held-out (cross-validated) risk and coverage are reported next to
-    the in-sample ones. Refuses when the data cannot support the target.
+    Learn-then-Test: candidates are searched on a seeded half of the labelled rows and
+    certified, in a fixed order, on the other half; the policy guarantees that the diagnosis
+    error among automatic rows is at most --target-risk with --confidence, for rows
+    exchangeable with these. Refuses when the data cannot support the target.
     """
     try:
-        policy = calibrate_report(read_report(report), target_risk, confidence, folds, seed)
+        policy = calibrate_report(
+            read_report(report), target_risk, confidence, folds, seed, routing=routing
+        )
     except RagbatchError as error:
         raise _fail(error) from None
     write_bytes(out, policy_bytes(policy))
-    ins, held = policy.in_sample, policy.held_out
+    ins, held, g = policy.in_sample, policy.held_out, policy.guarantee
+    assert g is not None  # calibrate always certifies what it writes
     typer.echo(
-        f"policy {policy.version[:19]}… -> {out}: fail {policy.fail_threshold}, pass "
-        f"{policy.pass_threshold}, {len(policy.per_judgment)} per-judgment overrides\n"
-        f"  in-sample: coverage {ins.coverage:.1%}, risk {ins.risk:.2%}, upper bound "
+        f"policy {policy.version[:19]}… -> {out}: {policy.routing} routing, fail "
+        f"{policy.fail_threshold}, pass {policy.pass_threshold}, "
+        f"{len(policy.per_judgment)} per-judgment overrides\n"
+        f"  guarantee: at <= {g.target_risk:.0%} risk ({g.confidence:.0%} confidence) Jev "
+        f"decides {g.coverage:.1%} of rows automatically (certified on {g.certified_on} "
+        f"held-out rows: {g.errors} wrong of {g.auto_rows}, upper bound "
+        f"{g.risk_upper_bound:.2%}; {g.method}, {g.candidates_tested} candidates tested)\n"
+        f"  fit rows: coverage {ins.coverage:.1%}, risk {ins.risk:.2%}, upper bound "
         f"{ins.risk_upper_bound:.2%}\n"
-        f"  held-out ({held.folds} folds): coverage {held.coverage:.1%}, risk {held.risk:.2%}, "
-        f"upper bound {held.risk_upper_bound:.2%}"
+        f"  cross-validated ({held.folds} folds): coverage {held.coverage:.1%}, risk "
+        f"{held.risk:.2%}, upper bound {held.risk_upper_bound:.2%}"
     )
 
 

@@ -2,16 +2,40 @@
 
 Jev answers atomic questions; this module alone turns them into a verdict, with two-sided
 thresholds: ``p <= fail`` is a confident "no", ``p >= pass`` a confident "yes", and only the
-open band between them is uncertain. The first matching rule wins (docs: rag-semantics §2).
+open band between them is uncertain (docs: rag-semantics §2).
+
+Two routings walk the same precedence. ``showcase`` (the TypeScript showcase's, the default):
+the first rule that fires wins, and only a row where no rule fired but some signal is in the
+band goes to the fallback. ``guarded`` (§2a): each rule fires, is confidently ruled out, or is
+undecided; the walk stops at the first rule that is not ruled out, and an undecided rule sends
+the row to the fallback. So a guarded automatic diagnosis is never taken while an earlier,
+higher-precedence rule could still be the truth, which is what lets a risk bound hold.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 from ragbatch.core.claims import ClaimSummary
 from ragbatch.core.errors import ConfigError
 from ragbatch.core.schema import Diagnosis, Judgments, Route
+
+Routing = Literal["showcase", "guarded"]
+ROUTINGS: tuple[Routing, ...] = get_args(Routing)
+
+
+def routing_of(name: str | None) -> Routing:
+    """A routing by name (None: the default, ``showcase``); unknown names are a ConfigError."""
+    if name is None or name == "showcase":
+        return "showcase"
+    if name == "guarded":
+        return "guarded"
+    raise ConfigError(f"--routing must be one of {', '.join(ROUTINGS)}, got {name!r}")
+
 
 JUDGMENTS = (
     "chunkRelevance",  # the best chunk of the row
@@ -35,14 +59,18 @@ def _check(fail: float, pass_: float, what: str) -> None:
 class Thresholds:
     """Two-sided thresholds; the fixture defaults are examples, not universal values.
 
-    ``per`` overrides (fail, pass) for single judgments, e.g. from a calibrated policy file.
+    ``per`` overrides (fail, pass) for single judgments, e.g. from a calibrated policy file;
+    ``routing`` says how the precedence is walked (module docstring).
     """
 
     fail: float = 0.2
     pass_: float = 0.8
     per: tuple[tuple[str, float, float], ...] = ()
+    routing: Routing = "showcase"
 
     def __post_init__(self) -> None:
+        if self.routing not in ROUTINGS:
+            raise ConfigError(f"unknown routing {self.routing!r}; use one of {list(ROUTINGS)}")
         _check(self.fail, self.pass_, "; check --fail-threshold and --pass-threshold")
         for name, fail, pass_ in self.per:
             if name not in JUDGMENTS:
@@ -64,6 +92,32 @@ class Thresholds:
     def is_uncertain(self, p: float, name: str = "") -> bool:
         fail, pass_ = self.pair(name)
         return fail < p < pass_
+
+
+class Guarantee(BaseModel):
+    """What a calibrated policy guarantees, and on which rows it was certified.
+
+    With probability at least ``confidence`` (over the labelled rows drawn), the diagnosis
+    error rate of the rows the policy decides automatically is at most ``target_risk``, for
+    rows exchangeable with the labelled ones. ``coverage``, ``risk_upper_bound``, ``auto_rows``
+    and ``errors`` are measured on the ``certified_on`` held-out rows the search never saw.
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+    target_risk: float
+    confidence: float
+    method: str
+    routing: Routing
+    coverage: float
+    risk_upper_bound: float
+    certified_on: int
+    auto_rows: int
+    errors: int
+    candidates_tested: int
+    assumption: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +150,18 @@ def diagnose(j: Judgments, t: Thresholds, claims: ClaimSummary | None = None) ->
     contradiction = _need(g.contradiction, "contradiction")
     correctness = g.correctness
     best_chunk = max(r.chunk_relevance.values()) if r.chunk_relevance else None
+    if t.routing == "guarded":
+        return _guarded(
+            t,
+            claims,
+            sufficiency,
+            conflict,
+            relevance,
+            grounded,
+            contradiction,
+            correctness,
+            best_chunk,
+        )
 
     if t.is_high(conflict, "contextConflict"):
         return Verdict("CONFLICTING_EVIDENCE", conflict, "auto")
@@ -133,6 +199,65 @@ def diagnose(j: Judgments, t: Thresholds, claims: ClaimSummary | None = None) ->
     if uncertain or (claims is not None and claims.uncertain):
         return Verdict("JUDGE_UNCERTAIN", 0.5, "fallback")
 
+    passing = [sufficiency, 1.0 - conflict, relevance, support, 1.0 - contradiction]
+    if correctness is not None:
+        passing.append(correctness)
+    return Verdict("PASS", min(passing), "auto")
+
+
+UNCERTAIN = Verdict("JUDGE_UNCERTAIN", 0.5, "fallback")
+
+
+def _guarded(
+    t: Thresholds,
+    claims: ClaimSummary | None,
+    sufficiency: float,
+    conflict: float,
+    relevance: float,
+    grounded: float,
+    contradiction: float,
+    correctness: float | None,
+    best_chunk: float | None,
+) -> Verdict:
+    """The guarded walk (rag-semantics §2a): stop at the first rule not confidently ruled out."""
+    if t.is_high(conflict, "contextConflict"):
+        return Verdict("CONFLICTING_EVIDENCE", conflict, "auto")
+    if not t.is_low(conflict, "contextConflict"):
+        return UNCERTAIN
+    if best_chunk is None:
+        return Verdict("RETRIEVAL_MISS", 1.0, "auto")
+    if t.is_low(best_chunk, "chunkRelevance"):
+        return Verdict("RETRIEVAL_MISS", 1.0 - best_chunk, "auto")
+    if not t.is_high(best_chunk, "chunkRelevance"):
+        return UNCERTAIN
+    if t.is_low(sufficiency, "contextSufficiency"):
+        return Verdict("RETRIEVAL_INSUFFICIENT", 1.0 - sufficiency, "auto")
+    if not t.is_high(sufficiency, "contextSufficiency"):
+        return UNCERTAIN
+    if t.is_low(relevance, "answerRelevance"):
+        return Verdict("ANSWER_IRRELEVANT", 1.0 - relevance, "auto")
+    if not t.is_high(relevance, "answerRelevance"):
+        return UNCERTAIN
+    contradicted = t.is_high(contradiction, "contradiction")
+    if claims is not None:
+        if claims.answer_fails or contradicted:
+            veto = claims.confidence if claims.answer_fails else 0.0
+            return Verdict(
+                "GENERATOR_UNGROUNDED", max(veto, contradiction if contradicted else 0.0), "auto"
+            )
+        if claims.uncertain or not t.is_low(contradiction, "contradiction"):
+            return UNCERTAIN
+    else:
+        if t.is_low(grounded, "groundedness") or contradicted:
+            return Verdict("GENERATOR_UNGROUNDED", max(1.0 - grounded, contradiction), "auto")
+        if not (t.is_high(grounded, "groundedness") and t.is_low(contradiction, "contradiction")):
+            return UNCERTAIN
+    if correctness is not None:
+        if t.is_low(correctness, "correctness"):
+            return Verdict("ANSWER_INCORRECT", 1.0 - correctness, "auto")
+        if not t.is_high(correctness, "correctness"):
+            return UNCERTAIN
+    support = grounded if claims is None else claims.confidence
     passing = [sufficiency, 1.0 - conflict, relevance, support, 1.0 - contradiction]
     if correctness is not None:
         passing.append(correctness)

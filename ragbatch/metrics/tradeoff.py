@@ -96,6 +96,37 @@ def point_of(mode: ModeFigures, coverage: float) -> ModePoint:
     )
 
 
+class CurvePoint(Out):
+    fail_threshold: float
+    pass_threshold: float
+    coverage: float  # rows decided automatically / all rows with answers
+    risk: float | None  # wrong automatic diagnoses / labelled automatic rows (None: none)
+    auto_rows: int
+    labelled_auto_rows: int
+    errors: int
+
+
+class RoutingCurve(Out):
+    routing: str
+    points: list[CurvePoint]
+
+
+class RoutingCurves(Out):
+    note: str
+    curves: list[RoutingCurve]
+
+
+# Symmetric (t, 1 - t) thresholds of the risk-coverage curves, most conservative first.
+CURVE: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4)
+CURVE_NOTE = (
+    "Risk-coverage of both routings on these rows, re-diagnosed from recorded probabilities "
+    "at symmetric thresholds (t, 1 - t): coverage = rows decided automatically / rows with "
+    "answers, risk = wrong automatic diagnoses / labelled automatic rows. Showcase decides a "
+    "later rule while an earlier one is still uncertain, so its risk does not fall with t; "
+    "guarded's does (rag-semantics 2a)."
+)
+
+
 NOTE = (
     "Re-diagnosed from recorded probabilities (no new calls); coverage = rows Jev decides "
     "automatically / all rows; the baseline answers every row; the cascade sends the uncertain "

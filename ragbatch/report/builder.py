@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ragbatch.core.errors import BUDGET_KIND
 from ragbatch.core.outcome import RowOutcome
-from ragbatch.core.policy import Thresholds
+from ragbatch.core.policy import Guarantee, Thresholds
 from ragbatch.core.pricing import PricingSnapshot
 from ragbatch.core.questions import DECISION_IDS, DECISION_VERSION, report_variant
 from ragbatch.metrics import scores as m
@@ -42,6 +42,7 @@ from ragbatch.report.models import (
 )
 from ragbatch.report.modes import (
     ComponentsCounts,
+    CurveCounts,
     ModeCounts,
     TradeoffCounts,
     UsageCounts,
@@ -78,6 +79,7 @@ class RunInfo:
     ks: tuple[int, ...] = DEFAULT_KS
     slice_by: tuple[str, ...] = ()
     policy_version: str | None = None
+    guarantee: Guarantee | None = None  # the calibrated policy's, when it has one
     max_report_rows: int | None = None  # above this, rows[] is left out (aggregates only)
 
 
@@ -110,6 +112,9 @@ class ReportBuilder:
         self.golden = GoldenAccumulator(info.ks, info.slice_by)
         self.claims = ClaimMetricsAccumulator(*info.claims) if info.claims else None
         self.tradeoff = TradeoffCounts(info.thresholds)
+        # Both routings' risk-coverage curves, side by side, once routing is a choice made.
+        wants_curves = info.policy_version is not None or info.thresholds.routing != "showcase"
+        self.curves = CurveCounts() if wants_curves else None
         limit = info.max_report_rows
         over = limit is not None and expected_rows is not None and expected_rows > limit
         self.table: list[RowResult] | None = None if over else []
@@ -143,6 +148,8 @@ class ReportBuilder:
         if self.claims is not None and o.jev.claims:
             self.claims.add(ClaimRowInput(o.row, o.jev.claims))
         self.tradeoff.add(o, jev, base)
+        if self.curves is not None:
+            self.curves.add(o, jev.expected)
         if info.max_report_rows is not None and self.rows > info.max_report_rows:
             self.table = None
         if self.table is None and not want_row:
@@ -190,7 +197,9 @@ class ReportBuilder:
                 per_judgment={n: (f, p) for n, f, p in info.thresholds.per} or None,
                 fail_threshold=info.thresholds.fail,
                 pass_threshold=info.thresholds.pass_,
+                routing=None if info.thresholds.routing == "showcase" else info.thresholds.routing,
                 precedence=PRECEDENCE,
+                guarantee=info.guarantee,
             ),
             provider=ProviderInfo(
                 name=info.provider,
@@ -235,6 +244,9 @@ class ReportBuilder:
                 ),
             ),
             tradeoff=self.tradeoff.result(info.pricing, self.jev, self.base),
+            routing_curves=(
+                self.curves.result() if self.curves is not None and self.labelled else None
+            ),
             **{k: v for k, v in dict(golden).items() if k != "abstention"},
             rows_omitted=(
                 RowsOmitted(

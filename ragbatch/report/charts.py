@@ -191,3 +191,36 @@ def sweep_svg(report: Report) -> str:
         ax.legend(loc="lower left", fontsize=8, frameon=False)
         ax.set_title("Threshold sweep: automatic coverage vs quality and cost")
         return svg_text(fig, "sweep")
+
+
+ROUTING_COLORS = {"showcase": "#d97706", "guarded": "#2563eb"}
+
+
+def routing_curves_svg(report: Report) -> str:
+    """Risk against automatic coverage for both routings on the same rows, one line each."""
+    assert report.routing_curves is not None
+    guarantee = report.policy.guarantee
+    with matplotlib.rc_context(RC):
+        fig = _figure(8.6, 3.8)
+        ax = fig.subplots()
+        _style(ax)
+        top = 0.0
+        for curve in report.routing_curves.curves:
+            points = [p for p in curve.points if p.risk is not None]
+            risks = [p.risk for p in points if p.risk is not None]
+            top = max(top, *risks, 0.0)
+            ax.plot([p.coverage for p in points], risks, "o-", linewidth=1.6,
+                    color=ROUTING_COLORS.get(curve.routing, "#4b5563"),
+                    label=f"{curve.routing} routing")  # fmt: skip
+        if guarantee is not None:
+            ax.axhline(guarantee.target_risk, color="#dc2626", linestyle="--", linewidth=1.0,
+                       label=f"target risk {guarantee.target_risk:.0%}")  # fmt: skip
+            top = max(top, guarantee.target_risk)
+        ax.set(xlim=(0, 1.02), ylim=(0, min(1.0, top * 1.15) or 1.0))
+        ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set(xlabel="share of rows decided automatically", ylabel="error among automatic rows")
+        ax.set_title("Routing: risk-coverage at thresholds (t, 1 - t), same rows")
+        if ax.lines:
+            ax.legend(loc="upper left", fontsize=8, frameon=False)
+        return svg_text(fig, "routing-curves")

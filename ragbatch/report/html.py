@@ -22,6 +22,7 @@ from typing import Any
 from ragbatch.core.errors import ConfigError
 from ragbatch.report.models import ClaimOut, Report, RowResult
 from ragbatch.report.tables import (
+    guarantee_text,
     heading_text,
     limits_text,
     modes_of,
@@ -160,6 +161,7 @@ def report_html(report: Report, answers: Mapping[str, str] | None = None) -> str
     context = {
         "title": report.dataset.name,
         "heading": heading_text(report),
+        "guarantee": guarantee_text(report),
         "headline": tables[0],
         "side": tables[1:3],  # cascade, routes
         "details": tables[3:],
@@ -169,6 +171,9 @@ def report_html(report: Report, answers: Mapping[str, str] | None = None) -> str
             "risk_coverage": Markup(charts.risk_coverage_svg(modes)),
             "tradeoff": Markup(charts.tradeoff_svg(report)),
             "sweep": Markup(charts.sweep_svg(report)) if report.tradeoff else None,
+            "routing": (
+                Markup(charts.routing_curves_svg(report)) if report.routing_curves else None
+            ),
         },
         "confusion": confusion_view(report),
         "shades": range(SHADES + 1),

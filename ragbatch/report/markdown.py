@@ -9,6 +9,7 @@ from __future__ import annotations
 from ragbatch.report.models import Report
 from ragbatch.report.tables import (
     Table,
+    guarantee_text,
     heading_text,
     limits_text,
     ms,
@@ -70,6 +71,9 @@ def tradeoff_table(report: Report) -> Table | None:
 def report_markdown(report: Report) -> str:
     """A Markdown summary of the report; numbers rounded for humans, sections only if present."""
     parts = [f"## ragbatch report: {_cell(report.dataset.name)}", "", heading_text(report), ""]
+    answer = guarantee_text(report)
+    if answer is not None:
+        parts += [f"**{answer}**", ""]
     tables = report_tables(report)
     tradeoff = tradeoff_table(report)
     if tradeoff is not None:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import orjson
 
+from ragbatch.core.policy import Guarantee
 from ragbatch.core.pricing import Cost
 from ragbatch.core.schema import Diagnosis, GenerationJudgments, RetrievalJudgments, Route
 from ragbatch.metrics.answer_checks import Abstention, AnswerCheck, AnswerChecks
@@ -20,7 +21,7 @@ from ragbatch.metrics.diagnostic_matrix import Finding
 from ragbatch.metrics.golden import Authority, ChunkAgreement, Counterfactual, GoldenHealth, Slices
 from ragbatch.metrics.ranking import RetrievalRanking, RowRanking
 from ragbatch.metrics.scores import Calibration, Classification, Component, Latency, Out, Selective
-from ragbatch.metrics.tradeoff import Tradeoff
+from ragbatch.metrics.tradeoff import RoutingCurves, Tradeoff
 
 REPORT_VERSION = "1"
 
@@ -45,7 +46,9 @@ class PolicyInfo(Out):
     fail_threshold: float
     pass_threshold: float
     per_judgment: dict[str, tuple[float, float]] | None = None  # judgment: (fail, pass)
+    routing: str | None = None  # "guarded"; absent means "showcase" (the golden reports' own)
     precedence: list[str]
+    guarantee: Guarantee | None = None  # a calibrated policy's held-out risk guarantee
 
 
 class ProviderInfo(Out):
@@ -244,6 +247,7 @@ class Report(Out):
     pricing: PricingInfo
     modes: Modes
     tradeoff: Tradeoff | None = None
+    routing_curves: RoutingCurves | None = None  # runs with a policy or guarded routing
     retrieval_ranking: RetrievalRanking | None = None
     answer_checks: AnswerChecks | None = None
     chunk_agreement: dict[str, ChunkAgreement] | None = None

@@ -12,13 +12,18 @@ from collections import Counter
 from collections.abc import Iterable
 
 from ragbatch.core.outcome import Decided, PricedCall, RowOutcome
-from ragbatch.core.policy import JUDGMENTS, Thresholds
+from ragbatch.core.policy import JUDGMENTS, ROUTINGS, Thresholds
 from ragbatch.core.pricing import PricingSnapshot, total_cost
 from ragbatch.metrics import scores as m
 from ragbatch.metrics.tradeoff import (
+    CURVE,
+    CURVE_NOTE,
     NOTE,
     SWEEP,
+    CurvePoint,
     ModeSummary,
+    RoutingCurve,
+    RoutingCurves,
     Tradeoff,
     TradeoffPoint,
     point_of,
@@ -215,6 +220,7 @@ class TradeoffCounts:
     """
 
     def __init__(self, run_thresholds: Thresholds) -> None:
+        run = run_thresholds
         pairs = [
             (f, p, "sweep")
             for f, p in SWEEP
@@ -222,7 +228,12 @@ class TradeoffCounts:
         ]
         pairs.append((run_thresholds.fail, run_thresholds.pass_, "run"))
         self.points = [
-            (f, p, label, run_thresholds if label == "run" else Thresholds(f, p))
+            (
+                f,
+                p,
+                label,
+                run_thresholds if label == "run" else Thresholds(f, p, routing=run.routing),
+            )
             for f, p, label in sorted(pairs)
         ]
         self.jev = [m.ClassificationCounts() for _ in self.points]
@@ -273,3 +284,50 @@ class TradeoffCounts:
                 )
             )
         return Tradeoff(note=NOTE, points=points)
+
+
+class CurveCounts:
+    """The risk-coverage curve of every routing (:data:`CURVE` thresholds), row by row."""
+
+    def __init__(self) -> None:
+        self.points = [
+            (routing, t, Thresholds(t, 1.0 - t, routing=routing))
+            for routing in ROUTINGS
+            for t in CURVE
+        ]
+        self.auto = [0] * len(self.points)
+        self.labelled = [0] * len(self.points)
+        self.errors = [0] * len(self.points)
+        self.rows = 0
+
+    def add(self, o: RowOutcome, expected: str | None) -> None:
+        if o.jev.judgments is None:
+            return
+        self.rows += 1
+        for i, (_, _, thresholds) in enumerate(self.points):
+            v = rejudge(o.jev, thresholds)
+            if v is None or v.route != "auto":
+                continue
+            self.auto[i] += 1
+            if expected is not None:
+                self.labelled[i] += 1
+                self.errors[i] += v.diagnosis != expected
+
+    def result(self) -> RoutingCurves:
+        curves: dict[str, list[CurvePoint]] = {routing: [] for routing in ROUTINGS}
+        for i, (routing, t, _) in enumerate(self.points):
+            curves[routing].append(
+                CurvePoint(
+                    fail_threshold=t,
+                    pass_threshold=round(1.0 - t, 12),
+                    coverage=m.safe(self.auto[i], self.rows),
+                    risk=self.errors[i] / self.labelled[i] if self.labelled[i] else None,
+                    auto_rows=self.auto[i],
+                    labelled_auto_rows=self.labelled[i],
+                    errors=self.errors[i],
+                )
+            )
+        return RoutingCurves(
+            note=CURVE_NOTE,
+            curves=[RoutingCurve(routing=r, points=points) for r, points in curves.items()],
+        )

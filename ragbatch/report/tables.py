@@ -19,7 +19,16 @@ from ragbatch.core.pricing import Cost
 from ragbatch.metrics.scores import Component
 from ragbatch.report.models import Mode, Report
 
-KNOWN_SECTIONS = {"reportVersion", "dataset", "decisions", "policy", "provider", "pricing", "modes"}
+KNOWN_SECTIONS = {
+    "reportVersion",
+    "dataset",
+    "decisions",
+    "policy",
+    "provider",
+    "pricing",
+    "modes",
+    "routingCurves",
+}
 KNOWN_SECTIONS |= {"rows", "slices", "tradeoff"}
 HEADLINE = "mode,accuracy,overall accuracy,macro-F1,failures,ECE,AURC,p50 latency,p95 latency"
 HEADLINE += ",tokens,cost"
@@ -279,10 +288,49 @@ def extra_tables(dump: Mapping[str, Any]) -> list[Table]:
 def report_tables(report: Report, slices_flagged_only: bool = True) -> list[Table]:
     """Every section of the summary, in display order (slices: the flagged ones, or all)."""
     tables = [headline_table(report), cascade_table(report), routes_table(report)]
+    curves = routing_curves_table(report)
     tables += [component_table(report), *claims_tables(report), failures_table(report)]
+    tables += [curves] if curves is not None else []
     dump = report.model_dump(by_alias=True)
     slices = slices_table(dump, flagged_only=slices_flagged_only)
     return tables + extra_tables(dump) + ([slices] if slices else [])
+
+
+def guarantee_text(report: Report) -> str | None:
+    """The deployment answer of a run under a calibrated policy, in one sentence (None when
+    the policy carries no guarantee)."""
+    g = report.policy.guarantee
+    if g is None:
+        return None
+    cascade = report.modes.cascade
+    auto = report.modes.jev_only.routes.get("auto", 0)
+    rows = report.modes.jev_only.rows
+    return (
+        f"At ≤ {g.target_risk:.0%} risk ({g.confidence:.0%} confidence) Jev decides "
+        f"{pct(auto / rows if rows else 0.0)} of rows automatically; the cascade then reaches "
+        f"{pct(cascade.classification.accuracy)} accuracy at "
+        f"{usd(cascade.cost.usd, report.pricing.currency)} and p95 "
+        f"{ms(cascade.latency.p95_ms)} ({g.routing} routing; {g.method} on "
+        f"{g.certified_on:,} held-out rows: coverage {pct(g.coverage)}, risk upper bound "
+        f"{pct(g.risk_upper_bound)}; assumes {g.assumption})."
+    )
+
+
+def routing_curves_table(report: Report) -> Table | None:
+    """Both routings' risk-coverage on the same rows, side by side per threshold pair."""
+    curves = report.routing_curves
+    if curves is None:
+        return None
+    names = [c.routing for c in curves.curves]
+    headers = ("fail / pass", *(f"{n} {what}" for n in names for what in ("coverage", "risk")))
+    rows = tuple(
+        (
+            f"{points[0].fail_threshold:g} / {points[0].pass_threshold:g}",
+            *(cell for p in points for cell in (pct(p.coverage), pct(p.risk))),
+        )
+        for points in zip(*(c.points for c in curves.curves), strict=True)
+    )
+    return Table("Routing risk-coverage", headers, rows, curves.note)
 
 
 def limits_text(report: Report) -> str:

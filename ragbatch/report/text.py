@@ -7,6 +7,7 @@ from typing import Any
 from ragbatch.core.pricing import Cost
 from ragbatch.metrics.scores import Latency
 from ragbatch.report.models import Mode, Report
+from ragbatch.report.tables import guarantee_text
 
 
 def _pct(x: float) -> str:
@@ -52,6 +53,9 @@ def summary_text(report: Report) -> str:
         f"resolved by Jev {_pct(cascade.primary_resolved_rate)}, "
         f"Jev failures {_pct(cascade.primary_failure_rate)}",
     ]
+    answer = guarantee_text(report)
+    if answer is not None:
+        lines.append(f"  guarantee: {answer}")
     ranking = report.retrieval_ranking
     if ranking is not None:
         top = max(ranking.at, key=int)

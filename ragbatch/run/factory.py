@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragbatch.calibrate.policy_file import load_policy, thresholds_of
+from ragbatch.calibrate.policy_file import PolicyFile, load_policy, thresholds_of
 from ragbatch.core.claims import EXTRACTORS, AsyncClaimExtractor, ClaimExtractor, Scope
 from ragbatch.core.errors import ConfigError, PricingError
 from ragbatch.core.policy import Thresholds
@@ -86,8 +86,9 @@ def make_provider(
     return cached, cached, warnings
 
 
-def load_thresholds(config: JobConfig) -> tuple[Thresholds, str | None]:
-    """The thresholds of --policy (and its version), else the configured ones."""
+def load_thresholds(config: JobConfig) -> tuple[Thresholds, PolicyFile | None]:
+    """The thresholds (and routing) of --policy and the policy itself, else the configured
+    thresholds and None."""
     if config.policy is None:
         return config.thresholds, None
     try:
@@ -100,7 +101,8 @@ def load_thresholds(config: JobConfig) -> tuple[Thresholds, str | None]:
         for name, pair in sorted(thresholds_of(policy).items())
         if pair != (policy.fail_threshold, policy.pass_threshold)
     )
-    return Thresholds(policy.fail_threshold, policy.pass_threshold, per), policy.version
+    thresholds = Thresholds(policy.fail_threshold, policy.pass_threshold, per, policy.routing)
+    return thresholds, policy
 
 
 def make_claims(config: JobConfig) -> ClaimConfig | None:

@@ -117,7 +117,7 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
     if config.shard is not None and config.partial_out is None:
         raise ConfigError("--shard needs --partial-out PATH (merge partials with ragbatch merge)")
     pricing = load_pricing(config.pricing)
-    thresholds, policy_version = load_thresholds(config)
+    thresholds, policy = load_thresholds(config)
     config = replace(config, thresholds=thresholds)
     claims = make_claims(config)
     baseline = make_baseline(config)
@@ -151,7 +151,8 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         claims=(claims.extractor.name, claims.scope) if claims else None,
         ks=config.ks,
         slice_by=config.slice_by,
-        policy_version=policy_version,
+        policy_version=policy.version if policy else None,
+        guarantee=policy.guarantee if policy else None,
         max_report_rows=config.max_report_rows,
     )
     builder = ReportBuilder(info, known_rows)

@@ -247,11 +247,15 @@ def test_held_out_promise_holds_on_fresh_rows(
 ) -> None:
     policy, fresh = fitted
     pairs = thresholds_of(policy)
-    auto = [row for row in fresh if rediagnose(row, pairs)[1] == "auto"]
-    wrong = sum(rediagnose(row, pairs)[0] != row["expected"] for row in auto)
-    assert len(auto) > 0
+    verdicts = [rediagnose(row, pairs, policy.routing) for row in fresh]
+    auto = [(row, d) for row, (d, route) in zip(fresh, verdicts, strict=True) if route == "auto"]
+    wrong = sum(d != row["expected"] for row, d in auto)
+    g = policy.guarantee
+    assert g is not None and g.method == "learn-then-test" and g.routing == policy.routing
+    assert g.certified_on == 1000 and g.risk_upper_bound <= g.target_risk == 0.10
+    assert len(auto) / len(fresh) >= 0.3  # arcsine-like answers: guarded automates a lot
+    assert wrong / len(auto) <= g.target_risk
     assert wrong / len(auto) <= policy.held_out.risk_upper_bound + 0.02
-    assert policy.in_sample.risk_upper_bound <= 0.10
     assert policy.in_sample.coverage > 0 and policy.held_out.coverage > 0
     assert policy.held_out.folds == 5 and policy.held_out.seed == 0
     assert policy.fitted_on.labelled_rows == 2000 and policy.method == "clopper-pearson"

@@ -8,6 +8,8 @@ from typing import Any
 import orjson
 from typer.testing import CliRunner
 
+from bench import calibrated
+from ragbatch.calibrate.fit import calibrate, policy_bytes
 from ragbatch.cli.app import app
 from tests.calibrate.test_calibrate import synthetic
 
@@ -55,7 +57,10 @@ def test_calibrated_policy_keeps_its_held_out_promise_on_fresh_rows(tmp_path: Pa
         "calibrate", str(tmp_path / "fit.json"), "--target-risk", "0.1", "--out", str(policy)
     )
     assert code == 0, text
-    promise = orjson.loads(policy.read_bytes())["heldOut"]
+    assert "guarantee: at <= 10% risk (95% confidence) Jev decides" in text
+    assert "certified on 1000 held-out rows" in text
+    written = orjson.loads(policy.read_bytes())
+    promise, guarantee = written["heldOut"], written["guarantee"]
     out = tmp_path / "fresh.json"
     code, text = cli(
         "run",
@@ -76,6 +81,7 @@ def test_calibrated_policy_keeps_its_held_out_promise_on_fresh_rows(tmp_path: Pa
     errors = sum(r["diagnosis"] != r["expected"] for r in auto)
     assert auto, "the policy must automate something"
     assert errors / len(auto) <= promise["riskUpperBound"] + 0.02
+    assert errors / len(auto) <= guarantee["targetRisk"] == 0.1
 
 
 def test_calibrate_refuses_a_tie_block(tmp_path: Path) -> None:
@@ -112,3 +118,60 @@ def test_policy_file_tampering_is_refused(tmp_path: Path) -> None:
     (tmp_path / "p.json").write_bytes(orjson.dumps(data))
     code, text = cli("run", "--policy", str(tmp_path / "p.json"), "--out", str(tmp_path / "r.json"))
     assert code == 2 and text.startswith("error: ")
+
+
+def write_rows(rows: list[dict[str, Any]], path: Path) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return path
+
+
+def test_a_u_shaped_judge_is_automated_a_third_at_five_percent_risk(tmp_path: Path) -> None:
+    """The calibration issue's acceptance: 4,000 rows of a calibrated Beta(0.25, 0.25) judge,
+    calibrate at 0.05/0.95, then fresh rows: >= 30% automatic, risk <= 5%."""
+    labelled = calibrated.report_rows(4000, 11, "ushape")  # as `ragbatch run` reports them
+    fresh = write_rows(calibrated.rows(4000, 12, "ushape", "fresh"), tmp_path / "fresh.jsonl")
+    policy = tmp_path / "policy.json"
+    policy.write_bytes(policy_bytes(calibrate(labelled, 0.05, 0.95)))
+    written = orjson.loads(policy.read_bytes())
+    assert written["routing"] == "guarded" and written["guarantee"]["certifiedOn"] == 2000
+    out, md = tmp_path / "fresh.json", tmp_path / "fresh.md"
+    code, text = cli(
+        "run", str(fresh), "--policy", str(policy), "--out", str(out), "--markdown", str(md),
+        "--pricing", PRICING,
+    )  # fmt: skip
+    assert code == 0, text
+    report = orjson.loads(out.read_bytes())
+    assert report["policy"]["routing"] == "guarded"
+    assert report["policy"]["guarantee"] == written["guarantee"]
+    auto = [r for r in report["rows"] if r["route"] == "auto"]
+    risk = sum(r["diagnosis"] != r["expected"] for r in auto) / len(auto)
+    assert len(auto) / 4000 >= 0.30 and risk <= 0.05, (len(auto), risk)
+    share = f"{len(auto) / 4000:.1%}"
+    sentence = f"At ≤ 5% risk (95% confidence) Jev decides {share} of rows automatically"
+    assert sentence in text and sentence in md.read_text(encoding="utf-8")
+    # both routings side by side on the same rows: showcase's risk never gets near the target
+    curves = {c["routing"]: c["points"] for c in report["routingCurves"]["curves"]}
+    assert min(p["risk"] for p in curves["showcase"]) > 0.2
+    guarded = [p["risk"] for p in curves["guarded"]]
+    assert guarded == sorted(guarded) and guarded[0] < 0.01
+
+
+def test_routing_option(tmp_path: Path) -> None:
+    dataset = str(ROOT / "datasets/rag-fixture.jsonl")
+    out = tmp_path / "guarded.json"
+    code, text = cli("run", dataset, "--routing", "guarded", "--out", str(out), "--quiet")
+    assert code == 0, text
+    report = orjson.loads(out.read_bytes())
+    assert report["policy"]["routing"] == "guarded" and "routingCurves" in report
+    default = orjson.loads((ROOT / "reports/expected-report.json").read_bytes())
+    assert "routing" not in default["policy"] and "routingCurves" not in default
+    showcase = {r["id"]: r for r in default["rows"]}
+    for row in report["rows"]:  # guarded decides only what the showcase decides, the same way
+        if row["route"] == "auto":
+            assert showcase[row["id"]]["diagnosis"] == row["diagnosis"]
+    code, text = cli("run", dataset, "--routing", "strict", "--out", str(out), "--quiet")
+    assert code == 2 and "error: --routing must be one of showcase, guarded" in text
+    policy = tmp_path / "policy.json"
+    policy.write_text("{}", encoding="utf-8")
+    code, text = cli("run", dataset, "--routing", "guarded", "--policy", str(policy), "--quiet")
+    assert code == 2 and "--routing and --policy cannot be used together" in text
