@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import ragbatch.report
 from ragbatch.core.errors import ConfigError
+from ragbatch.core.policy import Guarantee, Thresholds
 from ragbatch.data.jsonl import DatasetReader
 from ragbatch.report.html import ROW_CAP, answer_segments, report_html
 from ragbatch.report.models import ClaimOut, Report
@@ -322,3 +323,29 @@ def test_browser_renders_without_console_errors(page_html: str, tmp_path: Path) 
     shown = Counter(r["data-diagnosis"] for r in rows if "hidden" not in r)
     assert shown == {"JUDGE_UNCERTAIN": 6}
     assert len(rows) == 48 and '<span id="rows-shown">6</span>' in dom
+
+
+def test_guarded_run_shows_both_routings_and_the_guarantee(tmp_path: Path) -> None:
+    pricing = ROOT / "pricing/typesafe-2026-12.json"
+    guarded = run_job(
+        JobConfig(
+            dataset=ROOT / "datasets/rag-fixture.jsonl",
+            out=None,
+            pricing=pricing,
+            thresholds=Thresholds(routing="guarded"),
+        )
+    ).report
+    page = Page(report_html(guarded))
+    assert "chart-routing-curves" in page.svg_in
+    assert "guarantee" not in page.ids  # no calibrated policy: nothing is guaranteed
+    g = Guarantee(
+        target_risk=0.05, confidence=0.95, method="learn-then-test", routing="guarded",
+        coverage=0.4, risk_upper_bound=0.04, certified_on=100, auto_rows=40, errors=0,
+        candidates_tested=3, assumption="rows the policy judges are exchangeable",
+    )  # fmt: skip
+    promised = guarded.model_copy(
+        update={"policy": guarded.policy.model_copy(update={"guarantee": g})}
+    )
+    page_html = report_html(promised)
+    assert "guarantee" in Page(page_html).ids
+    assert "At ≤ 5% risk (95% confidence) Jev decides" in page_html
