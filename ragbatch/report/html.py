@@ -22,6 +22,7 @@ from typing import Any
 from ragbatch.core.errors import ConfigError
 from ragbatch.report.models import ClaimOut, Report, RowResult
 from ragbatch.report.tables import (
+    diagnostics_table,
     heading_text,
     limits_text,
     modes_of,
@@ -161,6 +162,7 @@ def report_html(report: Report, answers: Mapping[str, str] | None = None) -> str
         "title": report.dataset.name,
         "heading": heading_text(report),
         "headline": tables[0],
+        "diagnostics": diagnostics_table(report),
         "side": tables[1:3],  # cascade, routes
         "details": tables[3:],
         "slices": slices_table_of(dump),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -144,6 +145,44 @@ def claims_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, dict[
         JobConfig(dataset=data, out=None, groundedness="claims", pricing=pricing)
     ).report
     return report, {row.id: row.answer for row in DatasetReader(data)}
+
+
+@pytest.fixture(scope="module")
+def golden_page() -> str:
+    """The golden-set fixture's page: diagnostic matrix, golden sections, flagged slices."""
+    data = ROOT / "datasets/golden-fixture.jsonl"
+    config = JobConfig(
+        dataset=data,
+        out=None,
+        pricing=ROOT / "pricing/typesafe-2026-12.json",
+        slice_by=("docType",),
+    )
+    rows = list(DatasetReader(data))
+    return report_html(run_job(config).report, {r.id: r.answer for r in rows})
+
+
+def section(page: str, section_id: str) -> str:
+    start = page.index(f'<section id="{section_id}">')
+    return page[start : page.index("</section>", start)]
+
+
+def test_diagnostic_matrix_section_right_after_the_headline(golden_page: str) -> None:
+    ids = [i for i in Page(golden_page).ids if i in {"headline", "look-first", "reliability"}]
+    assert ids == ["headline", "look-first", "reliability"]
+    block = section(golden_page, "look-first")
+    assert "<h2>Where to look first (diagnostic matrix)</h2>" in block
+    assert "<th>root cause</th>" in block.replace(' class="text"', "")
+    assert ">High False Answer Rate</td>" in block and ">max 0.050</td>" in block
+    assert '<a href="#look-first">' in golden_page
+
+
+def test_section_titles_are_words_in_the_page(golden_page: str, page_html: str) -> None:
+    details = section(golden_page, "details")
+    titles = re.findall(r"<h3>(.*?)</h3>", details)
+    assert "Chunk agreement with the golden documents" in titles
+    assert "Golden set health" in titles
+    assert not [t for t in titles if re.search(r"[a-z][A-Z]", t)]
+    assert 'id="look-first"' not in page_html  # no golden set: no diagnostic matrix
 
 
 def test_structure(report: Report, page_html: str) -> None:
