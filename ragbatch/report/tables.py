@@ -301,7 +301,8 @@ def _key_value(title: str, section: Any) -> Table | None:
 
 def slices_table(dump: Mapping[str, Any], flagged_only: bool = False) -> Table | None:
     """The ``slices`` section (a list of records, or a dict holding one and maybe a ``rule``)
-    as a table: scalar fields, then nested metrics (deltas prefixed with Δ)."""
+    as a table: the slice, its size, flag and reason, then its metrics and the deltas
+    (prefixed with Δ)."""
     section, rule = dump.get("slices"), ""
     if isinstance(section, Mapping):
         rule = str(section.get("rule") or "")
@@ -313,6 +314,10 @@ def slices_table(dump: Mapping[str, Any], flagged_only: bool = False) -> Table |
     headers: list[str] = []
     for cells in flat:
         headers += [h for h in cells if h not in headers]
+    # flag and reason right after the slice's name and size: on a wide table they must not
+    # be the columns that scroll off-screen
+    first = [h for h in ("dimension", "value", "rows", "flag", "reason") if h in headers]
+    headers = first + [h for h in headers if h not in first]
     shown = [c for c, r in zip(flat, records, strict=True) if r.get("flag") or not flagged_only]
     rows = tuple(tuple(c.get(h, "—") for h in headers) for c in shown)
     flagged = sum(bool(r.get("flag")) for r in records)

@@ -230,7 +230,10 @@ def test_slices_flagged_only() -> None:
     }  # fmt: skip
     flagged = slices_table(dump, flagged_only=True)
     assert flagged is not None and len(flagged.rows) == 1
-    assert flagged.headers[:5] == ("dimension", "value", "rows", "accuracy", "Δ accuracy")
+    assert flagged.headers == (
+        "dimension", "value", "rows", "flag", "reason", "accuracy", "Δ accuracy",
+    )  # fmt: skip
+    assert flagged.rows == (("topic", "a", "6", "⚑", "accuracy 0.500 vs 0.770", "0.500", "-0.270"),)
     assert flagged.note == "2 slices, 1 flagged. flag rule"
     every = slices_table(dump)
     assert every is not None and len(every.rows) == 2
