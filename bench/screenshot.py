@@ -58,13 +58,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", type=Path, help="report JSON (ragbatch run --out ...)")
     parser.add_argument("out", type=Path, help="PNG to write")
-    parser.add_argument("--dataset", type=Path, help="dataset JSONL, to show the answers")
+    parser.add_argument("--dataset", type=Path, help="dataset JSONL, to show questions, answers")
     parser.add_argument("--html", type=Path, help="also keep the rendered HTML page here")
     parser.add_argument("--window-size", default=WINDOW, help="WIDTH,HEIGHT in pixels")
     args = parser.parse_args()
     report = Report.model_validate_json(args.report.read_bytes())
-    answers = {row.id: row.answer for row in DatasetReader(args.dataset)} if args.dataset else None
-    page = report_html(report, answers)
+    rows = list(DatasetReader(args.dataset)) if args.dataset else []
+    answers = {row.id: row.answer for row in rows} or None
+    page = report_html(report, answers, {row.id: row.question for row in rows} or None)
     with tempfile.TemporaryDirectory() as tmp:
         html_path = args.html or Path(tmp) / "report.html"
         html_path.write_text(page, encoding="utf-8")

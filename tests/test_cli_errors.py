@@ -151,8 +151,18 @@ def test_missing_pricing_file(tmp_path: Path) -> None:
         ("{oops", "malformed pricing snapshot: file: Invalid JSON"),
         ('{"version":"x"}', "malformed pricing snapshot: effectiveDate: Field required"),
         (
-            '{"version":"x","effectiveDate":"d","currency":"USD","models":{}}',
+            '{"version":"x","effectiveDate":"2026-01-01","currency":"USD","models":{}}',
             "pricing snapshot lists no models",
+        ),
+        (
+            '{"version":"x","effectiveDate":"2026-13-45","currency":"USD","models":{}}',
+            "malformed pricing snapshot: effectiveDate: '2026-13-45' is not a real date "
+            "(month must be in 1..12)\n",
+        ),
+        (
+            '{"version":"x","effectiveDate":"1 Dec 2026","currency":"USD","models":{}}',
+            "malformed pricing snapshot: effectiveDate: '1 Dec 2026' is not a real date "
+            "(write it as YYYY-MM-DD)\n",
         ),
     ],
 )

@@ -96,7 +96,10 @@ def test_trace_ids_follow_rows_claims_and_samples(tmp_path: Path) -> None:
     report = evaluate(tmp_path, str(SAMPLES / "authority-sample.jsonl"))
     assert [r["traceId"] for r in report["rows"]] == ["trace-a1", "trace-a2"]
     sample = tmp_path / "sample.jsonl"
-    code, text = run("audit-sample", str(tmp_path / "r.json"), "--rate", "1", "--out", str(sample))
+    code, text = run(
+        "audit-sample", str(tmp_path / "r.json"), "--dataset", str(SAMPLES / "authority-sample.jsonl"),
+        "--rate", "1", "--out", str(sample),
+    )  # fmt: skip
     assert code == 0, text
-    lines = [orjson.loads(line) for line in sample.read_bytes().splitlines()]
+    lines = [orjson.loads(line) for line in sample.read_bytes().splitlines()[1:]]
     assert {line["traceId"] for line in lines} == {"trace-a1", "trace-a2"}

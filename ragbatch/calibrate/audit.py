@@ -3,8 +3,10 @@
 Calibrating the judge against people (seed 004): sample about 10% of the judged rows, have
 humans label them, track agreement, and treat agreement below 80% as drift (re-prompt or
 re-train the judge, then recalibrate). ``audit_sample`` draws the sample stratified by
-(diagnosis, route) so rare verdicts are seen; ``agreement`` joins the filled-in lines back
-to the report. Lines are plain dicts; reading and writing JSONL is the CLI's job.
+(diagnosis, route) so rare verdicts are seen, each line carrying what a person needs to judge
+the row (question, contexts, answer, from the dataset) after one line of labelling
+instructions; ``agreement`` joins the filled-in lines back to the report. Lines are plain
+dicts; reading and writing JSONL is the CLI's job.
 """
 
 from __future__ import annotations
@@ -26,14 +28,46 @@ MIN_AGREEMENT = 0.8
 # What the sample leaves out: the probabilities are restated flat under "judgments", and the
 # expected label would tell the human the answer (labels must be blind).
 _LEFT_OUT = {"retrieval", "generation", "expected"}
+TEXT_FIELDS = ("question", "contexts", "answer")
+INSTRUCTIONS = (
+    "Label every line below this one. Read the question, the retrieved contexts (in rank "
+    "order) and the answer, then fill in human.diagnosis with the verdict you would give, one "
+    "of: {diagnoses}; and each human.judgments entry with true or false: chunkRelevance (the "
+    "best context is relevant to the question), contextSufficiency (the contexts hold what the "
+    "answer needs), contextConflict (the contexts contradict each other), answerRelevance (the "
+    "answer addresses the question), groundedness (every claim of the answer is supported by "
+    "the contexts), contradiction (the answer contradicts the contexts), correctness (the "
+    "answer matches the reference). Leave null what you cannot decide, change nothing else, "
+    "and keep this line: ragbatch agreement REPORT THIS_FILE skips it."
+)
 
 
-def audit_sample(rows: Sequence[Mapping[str, Any]], rate: float, seed: int) -> list[dict[str, Any]]:
+def instructions_line() -> dict[str, Any]:
+    """The sample file's first line: how to fill in the ``human`` fields of the others."""
+    return {"instructions": INSTRUCTIONS.format(diagnoses=", ".join(DIAGNOSES))}
+
+
+def is_instructions(line: Mapping[str, Any]) -> bool:
+    return "instructions" in line and "id" not in line
+
+
+def row_texts(question: str, contexts: Sequence[Mapping[str, Any]], answer: str) -> dict[str, Any]:
+    """What a person labels a row from: question, contexts (rank order) and answer."""
+    return {"question": question, "contexts": [dict(c) for c in contexts], "answer": answer}
+
+
+def audit_sample(
+    rows: Sequence[Mapping[str, Any]],
+    rate: float,
+    seed: int,
+    texts: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """About ``rate`` of the successful rows, stratified by (diagnosis, route), in input order.
 
     Proportional allocation with at least one row per non-empty stratum (largest remainders
     settle the rounding); the same rows and seed give the same sample. Failed rows have no
-    judge verdict to audit and are left out.
+    judge verdict to audit and are left out. ``texts`` (row id → :func:`row_texts`) puts the
+    question, contexts and answer on each line; a sampled id it lacks is a ConfigError.
     """
     if not 0.0 < rate <= 1.0:
         raise ConfigError(f"--rate must lie in (0, 1], got {rate}")
@@ -53,18 +87,30 @@ def audit_sample(rows: Sequence[Mapping[str, Any]], rate: float, seed: int) -> l
             take[key] += 1
     rng = random.Random(seed)
     chosen = sorted(i for key in keys for i in rng.sample(strata[key], take[key]))
-    return [sample_line(rows[i]) for i in chosen]
+    lines = []
+    for i in chosen:
+        row_id = str(rows[i].get("id"))
+        if texts is not None and row_id not in texts:
+            raise ConfigError(
+                f"row {row_id} of the report is not in the dataset; pass the dataset the report "
+                "was run on"
+            )
+        lines.append(sample_line(rows[i], texts[row_id] if texts is not None else None))
+    return lines
 
 
-def sample_line(row: Mapping[str, Any]) -> dict[str, Any]:
-    """One line to label: the row minus probabilities and labels, flat judgments, and empty
-    ``human`` fields (``diagnosis``: one of the diagnoses; ``judgments``: true/false each)."""
+def sample_line(row: Mapping[str, Any], text: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One line to label: the row's question, contexts and answer (``text``), the row minus
+    probabilities and labels, flat judgments, and empty ``human`` fields (``diagnosis``: one
+    of the diagnoses; ``judgments``: true/false each)."""
     signals = signals_of(row)
     judgments = {name: p for name, p in zip(JUDGMENTS, signals, strict=True) if p is not None}
     retrieval: Mapping[str, Any] = row.get("retrieval") or {}
     line: dict[str, Any] = {"id": row.get("id")}
     if row.get("traceId") is not None:
         line["traceId"] = row["traceId"]
+    if text is not None:
+        line.update((k, text[k]) for k in TEXT_FIELDS)
     line.update((k, v) for k, v in row.items() if k not in _LEFT_OUT and k not in line)
     line["judgments"] = judgments
     line["chunks"] = dict(retrieval.get("chunkRelevance") or {})  # per chunk; best in judgments
@@ -97,20 +143,34 @@ class Agreement(Out):
     warning: str | None = None
 
 
-def agreement(rows: Sequence[Mapping[str, Any]], labels: Sequence[Mapping[str, Any]]) -> Agreement:
+EXPECTED_LABEL = (
+    'lines like {{"id": ..., "human": {{"diagnosis": one of {diagnoses} or null, "judgments": '
+    '{{"groundedness": true, ...}}}}}} with at least one value filled in, as written by '
+    "ragbatch audit-sample and completed by a person"
+)
+
+
+def agreement(
+    rows: Sequence[Mapping[str, Any]],
+    labels: Sequence[Mapping[str, Any]],
+    source: str = "labels",
+) -> Agreement:
     """Compare filled-in audit lines with the judge's verdicts in the report rows.
 
     The diagnosis counts on rows the judge decided (route auto): a fallback row has no
     verdict to agree with. A judgment's verdict is ``p >= 0.5`` (as in the component
     metrics) against the human's true/false. Raises :class:`ConfigError` on a label that is
-    not a known diagnosis or not a boolean.
+    not a known diagnosis or not a boolean, and when ``source`` (the labels file, named in
+    the message) holds no human label on a row of the report: nothing to measure.
     """
     by_id = {str(r.get("id")): r for r in rows if r.get("status") == "ok"}
     pairs: list[tuple[str, str]] = []
     per: dict[str, list[bool]] = {name: [] for name in JUDGMENTS}
     unmatched: list[str] = []
-    labelled = fallback = 0
+    labelled = fallback = labelled_values = 0
     for line in labels:
+        if is_instructions(line):
+            continue
         key = str(line.get("id"))
         row = by_id.get(key)
         if row is None:
@@ -121,6 +181,7 @@ def agreement(rows: Sequence[Mapping[str, Any]], labels: Sequence[Mapping[str, A
         said = human.get("diagnosis")
         if said is not None and said not in DIAGNOSES:
             raise ConfigError(f"label {key}: human.diagnosis {said!r} is not one of {DIAGNOSES}")
+        labelled_values += said is not None
         if row.get("route") != "auto":
             fallback += 1
         elif said is not None:
@@ -129,6 +190,7 @@ def agreement(rows: Sequence[Mapping[str, Any]], labels: Sequence[Mapping[str, A
         for name, truth in (human.get("judgments") or {}).items():
             if truth is None:
                 continue
+            labelled_values += 1
             if name not in per or not isinstance(truth, bool):
                 raise ConfigError(
                     f"label {key}: human.judgments.{name} must be one of {list(JUDGMENTS)} "
@@ -137,6 +199,13 @@ def agreement(rows: Sequence[Mapping[str, Any]], labels: Sequence[Mapping[str, A
             p = signals[name]
             if p is not None:
                 per[name].append((p >= 0.5) == truth)
+    if labelled_values == 0:
+        lines = sum(not is_instructions(line) for line in labels)
+        raise ConfigError(
+            f"{source}: no human labels to compare: {lines} lines, {labelled} of them rows of "
+            f"the report, none with human.diagnosis or a human.judgments value set; expected "
+            + EXPECTED_LABEL.format(diagnoses=", ".join(DIAGNOSES))
+        )
     agreed = sum(judge == said for judge, said in pairs)
     per_judgment = {
         name: JudgmentAgreement(count=len(v), agreed=sum(v), agreement=safe(sum(v), len(v)))

@@ -61,7 +61,7 @@ def write_views(
 ) -> None:
     """The human views of a report: Markdown for a PR, one self-contained HTML page.
 
-    The HTML shows answers with their claim spans highlighted; answers are not in the report,
+    The HTML shows questions and answers (claim spans highlighted); neither is in the report,
     so the dataset is read again (in the run's format).
     """
     if markdown is not None:
@@ -74,8 +74,10 @@ def write_views(
             outputs=config.outputs,
             ignore_unknown_fields=config.ignore_unknown_fields,
         )
-        answers = {row.id: row.answer for row in rows}
-        write_bytes(html, report_html(report, answers).encode())
+        texts = {row.id: (row.question, row.answer) for row in rows}
+        questions = {key: question for key, (question, _) in texts.items()}
+        answers = {key: answer for key, (_, answer) in texts.items()}
+        write_bytes(html, report_html(report, answers, questions).encode())
 
 
 def cache_mode(*, offline: bool, refresh: bool, no_cache: bool) -> CacheMode:

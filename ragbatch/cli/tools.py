@@ -12,7 +12,13 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from ragbatch.calibrate.audit import agreement, audit_sample, jsonl_bytes
+from ragbatch.calibrate.audit import (
+    agreement,
+    audit_sample,
+    instructions_line,
+    jsonl_bytes,
+    row_texts,
+)
 from ragbatch.calibrate.fit import calibrate_report
 from ragbatch.calibrate.policy_file import policy_bytes
 from ragbatch.compare.drift import distribution_drift, drift_markdown
@@ -26,6 +32,7 @@ from ragbatch.compare.gate import (
 )
 from ragbatch.core.errors import ConfigError, RagbatchError
 from ragbatch.data.counterfactual import write_counterfactuals
+from ragbatch.data.formats import open_dataset
 from ragbatch.data.jsonl import DatasetReader
 from ragbatch.providers.cache import ReplyCache
 from ragbatch.providers.cache_merge import merge_caches
@@ -278,19 +285,46 @@ def calibrate_command(
     )
 
 
+def dataset_texts(path: Path, format: str, report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Question, contexts and answer per row id of the dataset ``report`` was run on."""
+    reader = open_dataset(path, format)
+    texts = {
+        row.id: row_texts(
+            row.question, [c.model_dump(exclude_none=True) for c in row.contexts], row.answer
+        )
+        for row in reader
+    }
+    expected = (report.get("dataset") or {}).get("sha256")
+    if expected and reader.sha256 != expected:
+        raise ConfigError(
+            f"{path} is not the dataset the report was run on (its sha256 differs from the "
+            "report's dataset.sha256); pass that dataset with --dataset"
+        )
+    return texts
+
+
 def audit_sample_command(
     report: Annotated[Path, typer.Argument(help="The report to sample from.")],
+    dataset: Annotated[
+        Path, typer.Option(help="The dataset the report was run on (question, contexts, answer).")
+    ] = DEFAULT_DATASET,
+    format: Annotated[str, typer.Option("--format", help="Its format, as for run.")] = "jsonl",
     rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of rows to sample.")] = 0.1,
     seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
     out: Annotated[Path, typer.Option(help="JSONL for people to label.")] = Path("sample.jsonl"),
 ) -> None:
-    """A sample stratified by diagnosis and route, for people to label (seed 004: ~10%)."""
+    """A sample stratified by diagnosis and route, for people to label (seed 004: ~10%).
+
+    The first line says how to label; each other line carries the row's question, contexts
+    and answer next to the judge's verdict, with empty ``human`` fields to fill in.
+    """
     try:
-        lines = audit_sample(read_report(report)["rows"], rate, seed)
+        data = read_report(report)
+        lines = audit_sample(data["rows"], rate, seed, dataset_texts(dataset, format, data))
     except RagbatchError as error:
         raise _fail(error) from None
-    write_bytes(out, jsonl_bytes(lines))
-    typer.echo(f"wrote {len(lines)} rows to label to {out}")
+    write_bytes(out, jsonl_bytes([instructions_line(), *lines]))
+    typer.echo(f"wrote {len(lines)} rows to label to {out} (instructions on its first line)")
 
 
 def agreement_command(
@@ -301,7 +335,7 @@ def agreement_command(
     """Judge-human agreement overall and per judgment; warns below 80% (seed 004)."""
     try:
         lines = [orjson.loads(line) for line in labels.read_bytes().splitlines() if line.strip()]
-        result = agreement(read_report(report)["rows"], lines)
+        result = agreement(read_report(report)["rows"], lines, str(labels))
     except OSError as exc:
         raise _fail(ConfigError(f"cannot read labels {labels}: {exc.strerror or exc}")) from None
     except orjson.JSONDecodeError as exc:

@@ -1,8 +1,9 @@
 """What changed between two reports, and dotted-path access to parsed JSON (pure: no I/O).
 
 ``diff_reports(a, b)`` lists rows whose diagnosis flipped (a failed row has none), rows added
-or removed, the deltas of a fixed list of headline metrics (:data:`HEADLINE_PATHS`), and
-model release or pricing changes (:data:`CHANGE_PATHS`). ``ragbatch.compare.gate`` re-exports it
+or removed, the deltas of a fixed list of headline metrics (:data:`HEADLINE_PATHS`), and the
+setup changes (:data:`CHANGE_PATHS`: policy, thresholds, routing, model, pricing), which come
+first in the Markdown: a threshold or policy change can explain every flip below it. ``ragbatch.compare.gate`` re-exports it
 next to the gate. Paths are dotted keys of the report JSON (``retrievalRanking.at.10.recall``).
 """
 
@@ -45,14 +46,28 @@ HEADLINE_PATHS: tuple[str, ...] = (
     "answerChecks.containsPassRate",
     "answerChecks.mustNotContainPassRate",
 )
-CHANGE_PATHS: tuple[str, ...] = (
-    "provider.requestedModel",
-    "provider.answeredBy",
-    "pricing.version",
-    "pricing.effectiveDate",
-    "pricing.sha256",
-    "decisions.version",
-)
+ChangeKind = Literal["policy", "thresholds", "routing", "model", "pricing"]
+CHANGE_KINDS: dict[str, ChangeKind] = {
+    "policy.name": "policy",
+    "policy.version": "policy",
+    "policy.precedence": "policy",
+    "policy.failThreshold": "thresholds",
+    "policy.passThreshold": "thresholds",
+    "policy.perJudgment": "thresholds",
+    "policy.routing": "routing",  # absent: showcase
+    "provider.baseline": "routing",
+    "modes.jevOnly.routes.auto": "routing",
+    "modes.jevOnly.routes.fallback": "routing",
+    "modes.jevOnly.routes.failed": "routing",
+    "provider.requestedModel": "model",
+    "provider.answeredBy": "model",
+    "decisions.variant": "model",
+    "decisions.version": "model",
+    "pricing.version": "pricing",
+    "pricing.effectiveDate": "pricing",
+    "pricing.sha256": "pricing",
+}
+CHANGE_PATHS: tuple[str, ...] = tuple(CHANGE_KINDS)
 
 
 def get_path(data: Any, path: str) -> Any:
@@ -96,7 +111,9 @@ def fmt(value: Any) -> str:
     if value is None:
         return "—"
     if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
+        return ", ".join(fmt(v) for v in value)
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {fmt(v)}" for k, v in value.items())
     number = as_number(value)
     return f"{number:.4g}" if number is not None else str(value)
 
@@ -121,8 +138,9 @@ class Delta(Out):
 
 
 class Change(Out):
-    """A model-release or pricing field that differs between the reports."""
+    """A setup field (policy, thresholds, routing, model, pricing) that differs."""
 
+    kind: ChangeKind
     path: str
     before: Any
     after: Any
@@ -151,6 +169,17 @@ def _flip(row_id: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> Flip | Non
     return Flip(id=row_id, before=before, after=after, expected=expected, change=change)
 
 
+def setup_changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Change]:
+    """The :data:`CHANGE_PATHS` whose values differ, in that order (policy first)."""
+    return [
+        Change(
+            kind=CHANGE_KINDS[path], path=path, before=get_path(a, path), after=get_path(b, path)
+        )
+        for path in CHANGE_PATHS
+        if get_path(a, path) != get_path(b, path)
+    ]
+
+
 def diff_reports(a: Mapping[str, Any], b: Mapping[str, Any]) -> Diff:
     """What changed from report ``a`` to report ``b`` (rows in ``a``'s order, then ``b``'s)."""
     rows_a, rows_b = rows_by_id(a), rows_by_id(b)
@@ -162,11 +191,7 @@ def diff_reports(a: Mapping[str, Any], b: Mapping[str, Any]) -> Diff:
             continue
         delta = None if before is None or after is None else after - before
         deltas.append(Delta(path=path, before=before, after=after, delta=delta))
-    changes = [
-        Change(path=path, before=get_path(a, path), after=get_path(b, path))
-        for path in CHANGE_PATHS
-        if get_path(a, path) != get_path(b, path)
-    ]
+    changes = setup_changes(a, b)
     return Diff(
         flipped=[flip for flip in flips if flip is not None],
         added=[i for i in rows_b if i not in rows_a],
@@ -181,16 +206,29 @@ def _section(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -
     return ["", f"### {title}", "", *body]
 
 
+SETUP_TITLE = "Policy, thresholds, routing, model and pricing"
+SETUP_NOTE = (
+    "The reports were not produced with the same setup ({kinds} changed): the flips and deltas "
+    "below may come from these changes rather than from the RAG system."
+)
+
+
 def diff_markdown(diff: Diff, a_name: str = "A", b_name: str = "B") -> str:
-    """The diff as Markdown: flips with row ids, added/removed rows, deltas, model/pricing."""
+    """The diff as Markdown: setup changes first (policy, thresholds, routing, model,
+    pricing), then flips with row ids, added/removed rows and metric deltas."""
     flips = [(f.id, fmt(f.before), fmt(f.after), fmt(f.expected), f.change) for f in diff.flipped]
     deltas = [
         (f"`{d.path}`", fmt(d.before), fmt(d.after), fmt(d.delta))
         for d in diff.deltas
         if d.delta != 0.0
     ]
-    changes = [(f"`{c.path}`", fmt(c.before), fmt(c.after)) for c in diff.changes]
+    changes = [(c.kind, f"`{c.path}`", fmt(c.before), fmt(c.after)) for c in diff.changes]
     lines = [f"## ragbatch diff: {a_name} → {b_name}"]
+    lines += _section(SETUP_TITLE, ("Kind", "Field", a_name, b_name), changes)
+    # route counts are outcomes; the other fields are settings the two runs did not share
+    settings = [c.kind for c in diff.changes if not c.path.startswith("modes.")]
+    if settings:
+        lines += ["", SETUP_NOTE.format(kinds=", ".join(dict.fromkeys(settings)))]
     lines += _section(
         f"Diagnosis flips ({len(flips)})", ("Row", a_name, b_name, "Expected", "Change"), flips
     )
@@ -198,5 +236,4 @@ def diff_markdown(diff: Diff, a_name: str = "A", b_name: str = "B") -> str:
         if ids:
             lines += ["", f"### {title} ({len(ids)})", "", ", ".join(f"`{i}`" for i in ids)]
     lines += _section("Metric deltas (changed only)", ("Metric", a_name, b_name, "Δ"), deltas)
-    lines += _section("Model release and pricing", ("Field", a_name, b_name), changes)
     return "\n".join(lines) + "\n"

@@ -30,7 +30,14 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from ragbatch.compare.diff import CHANGE_PATHS, Change, as_number, fmt, get_path, markdown_table
+from ragbatch.compare.diff import (
+    Change,
+    as_number,
+    fmt,
+    get_path,
+    markdown_table,
+    setup_changes,
+)
 from ragbatch.metrics.scores import Out
 
 EPSILON = 1e-4
@@ -245,17 +252,13 @@ def distribution_drift(a: RowMap, b: RowMap, thresholds: Thresholds | None = Non
         quantities.append(compare_quantity(name, va, vb, name in PROBABILITIES, thresholds))
         if name == "generation.abstention":
             rate = abstention_rate(va, vb, thresholds)
-    changes = [
-        Change(path=path, before=get_path(a, path), after=get_path(b, path))
-        for path in CHANGE_PATHS
-        if get_path(a, path) != get_path(b, path)
-    ]
+    changes = setup_changes(a, b)
     return DriftReport(
         thresholds=thresholds,
         quantities=quantities,
         abstention_rate=rate,
-        model_changes=[c for c in changes if not c.path.startswith("pricing.")],
-        pricing_changes=[c for c in changes if c.path.startswith("pricing.")],
+        model_changes=[c for c in changes if c.kind == "model"],
+        pricing_changes=[c for c in changes if c.kind == "pricing"],
         notes=notes,
     )
 

@@ -8,18 +8,22 @@ reason; it is never silently 0.
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
 import hashlib
 import math
+import re
 from collections.abc import Iterable
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from ragbatch.core.errors import PricingError
 
 PER_MILLION = 1_000_000
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 class _Model(BaseModel):
@@ -40,6 +44,24 @@ class PricingSnapshot(_Model):
     source: str | None = None
     models: dict[str, ModelPrice]
     sha256: str = ""
+
+    @field_validator("effective_date")
+    @classmethod
+    def _real_date(cls, value: str) -> str:
+        # A typo'd date (2026-13-45) would otherwise travel into every report unchecked.
+        reason = "" if _ISO_DATE.fullmatch(value) else "write it as YYYY-MM-DD"
+        if not reason:
+            try:
+                datetime.date.fromisoformat(value)
+            except ValueError as exc:
+                reason = str(exc)
+        if reason:
+            raise PydanticCustomError(
+                "date",
+                "'{value}' is not a real date ({reason})",
+                {"value": value, "reason": reason},
+            )
+        return value
 
     def price_for(self, model: str) -> ModelPrice | None:
         """Exact name first, then the most specific (longest) matching glob."""

@@ -8,6 +8,9 @@ must match the checksum, and the header's key must equal the key the entry is st
 (an entry copied under another request's key is not trusted). Entries that fail are skipped
 and counted, never copied.
 
+Every source is opened and checked before anything is copied: a bad second source fails the
+merge with the target untouched (not created when it did not exist), never half-merged.
+
 A key already in the target is left as it is (the first source that holds a key wins, in the
 order given), so merging is deterministic and merging the same sources again copies nothing.
 A target entry that is itself corrupt is replaced by a verified one. No network.
@@ -67,6 +70,9 @@ def merge_caches(sources: Sequence[Path], target: Path) -> MergeStats:
     resolved = {Path(s).resolve() for s in sources}
     if Path(target).resolve() in resolved:
         raise ConfigError(f"the merge target {target} is also a source; pick a new directory")
+    for source in sources:  # all of them first: a bad later source must not half-merge
+        with _open(Path(source), create=False):
+            pass
     read = copied = present = corrupt = 0
     with _open(Path(target), create=True) as out:
         for source in sources:

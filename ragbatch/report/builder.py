@@ -81,6 +81,14 @@ class RunInfo:
     policy_version: str | None = None
     guarantee: Guarantee | None = None  # the calibrated policy's, when it has one
     max_report_rows: int | None = None  # above this, rows[] is left out (aggregates only)
+    rows_out: bool = False  # per-row results also stream to a --rows-out file
+
+
+ROWS_IN_FILE = "more rows than --max-report-rows: per-row results are in --rows-out"
+ROWS_NOT_KEPT = (
+    "more rows than --max-report-rows and no --rows-out: per-row results were not kept; rerun "
+    "with --rows-out PATH (cached rows are free) to keep them"
+)
 
 
 INCOMPLETE_IDS = 20
@@ -252,7 +260,7 @@ class ReportBuilder:
                 RowsOmitted(
                     rows=n,
                     limit=info.max_report_rows,
-                    reason="more rows than --max-report-rows: per-row results are in --rows-out",
+                    reason=ROWS_IN_FILE if info.rows_out else ROWS_NOT_KEPT,
                 )
                 if self.table is None
                 else None

@@ -17,7 +17,9 @@ from typing import Any
 import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.text import Annotation
 from matplotlib.ticker import PercentFormatter
+from matplotlib.transforms import Bbox
 
 from ragbatch.report.models import Mode, Report
 
@@ -159,8 +161,55 @@ def tradeoff_svg(report: Report) -> str:
         return svg_text(fig, "tradeoff")
 
 
-def sweep_svg(report: Report) -> str:
-    """The threshold sweep as a curve: automatic coverage against cascade accuracy and cost."""
+# Where a point's label may go, in points from the point, nearest first: right or left of it,
+# then further up or down, so neighbouring points' labels stack instead of overlapping.
+LABEL_OFFSETS: tuple[tuple[float, float], ...] = tuple(
+    (dx, dy)
+    for dy in (6.0, 16.0, -13.0, 26.0, -23.0, 36.0, -33.0, -43.0, -53.0, -63.0, -73.0, -83.0)
+    for dx in (5.0, -5.0)
+)
+LABEL_PAD = 1.5  # pixels kept free around every label
+MARKER_HALF = 4.5  # pixels around a plotted point that a label must not cover
+
+
+def place_labels(fig: Figure, ax: Axes, labels: Sequence[Annotation]) -> list[Bbox]:
+    """Move each label, in order, to the first offset of :data:`LABEL_OFFSETS` where it stays
+    inside the axes, clear of the labels already placed, of every plotted point and of the
+    legends (of any axes of ``fig``); a moved label gets a thin leader line to its point. Returns the labels'
+    final extents (display pixels, padded).
+
+    Deterministic: the layout depends on the data only. If no offset fits, the label keeps
+    the last one tried (a dense sweep then overlaps rather than losing a label).
+    """
+    fig.draw_without_rendering()  # settle the constrained layout: final axes positions
+    frame = ax.get_window_extent()
+    markers = [
+        Bbox.from_extents(x - MARKER_HALF, y - MARKER_HALF, x + MARKER_HALF, y + MARKER_HALF)
+        for axes in fig.axes
+        for line in axes.get_lines()
+        for x, y in line.get_transform().transform(line.get_xydata())
+    ]
+    markers += [legend.get_window_extent() for a in fig.axes if (legend := a.get_legend())]
+    placed: list[Bbox] = []
+    for label in labels:
+        for dx, dy in LABEL_OFFSETS:
+            label.xyann = (dx, dy)
+            label.set_horizontalalignment("left" if dx > 0 else "right")
+            box = label.get_window_extent().expanded(1.0, 1.0).padded(LABEL_PAD)
+            inside = frame.containsx(box.x0) and frame.containsx(box.x1)
+            inside = inside and frame.containsy(box.y0) and frame.containsy(box.y1)
+            if inside and not any(box.overlaps(other) for other in (*placed, *markers)):
+                break
+        if (dx, dy) != LABEL_OFFSETS[0]:  # a leader line: an empty annotation's arrow
+            line = {"arrowstyle": "-", "color": "#9ca3af", "linewidth": 0.6, "shrinkB": 3}
+            ax.annotate("", label.xy, textcoords="offset points", xytext=(dx, dy + 2),
+                        arrowprops=line)  # fmt: skip
+        placed.append(box)
+    return placed
+
+
+def sweep_figure(report: Report) -> tuple[Figure, list[Annotation]]:
+    """The sweep chart's figure and its point labels (placed by :func:`place_labels`)."""
     assert report.tradeoff is not None
     points = report.tradeoff.points
     coverage = [p.jev_only.coverage for p in points]
@@ -172,10 +221,15 @@ def sweep_svg(report: Report) -> str:
                 label="cascade accuracy")  # fmt: skip
         ax.plot(coverage, [p.jev_only.accuracy for p in points], "s--", color=COLORS["Jev-only"],
                 label="Jev-only accuracy")  # fmt: skip
-        for p, x in zip(points, coverage, strict=True):
+        labels = []
+        for i, (p, x) in enumerate(zip(points, coverage, strict=True)):
             mark = " (run)" if p.policy == "run" else ""
-            ax.annotate(f"{p.fail_threshold:g}/{p.pass_threshold:g}{mark}", (x, p.cascade.accuracy),
-                        textcoords="offset points", xytext=(4, 6), fontsize=7)  # fmt: skip
+            label = ax.annotate(
+                f"{p.fail_threshold:g}/{p.pass_threshold:g}{mark}", (x, p.cascade.accuracy),
+                textcoords="offset points", xytext=LABEL_OFFSETS[0], fontsize=7,
+            )  # fmt: skip
+            label.set_gid(f"sweep-label-{i}")
+            labels.append(label)
         ax.set(xlim=(0, 1.02), ylim=(0, 1.05), xlabel="share of rows Jev decides automatically")
         ax.xaxis.set_major_formatter(PercentFormatter(1.0))
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
@@ -190,6 +244,15 @@ def sweep_svg(report: Report) -> str:
             twin.legend(loc="lower right", fontsize=8, frameon=False)
         ax.legend(loc="lower left", fontsize=8, frameon=False)
         ax.set_title("Threshold sweep: automatic coverage vs quality and cost")
+        place_labels(fig, ax, labels)
+        return fig, labels
+
+
+def sweep_svg(report: Report) -> str:
+    """The threshold sweep as a curve: automatic coverage against cascade accuracy and cost;
+    each point labelled with its thresholds, labels kept apart (:func:`place_labels`)."""
+    with matplotlib.rc_context(RC):
+        fig, _ = sweep_figure(report)
         return svg_text(fig, "sweep")
 
 

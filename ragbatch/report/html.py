@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragbatch.core.errors import ConfigError
+from ragbatch.report.builder import ROWS_IN_FILE
 from ragbatch.report.models import ClaimOut, Report, RowResult
 from ragbatch.report.tables import (
+    diagnostics_table,
     guarantee_text,
     heading_text,
     limits_text,
@@ -51,6 +53,7 @@ class Segment:
 @dataclass(frozen=True, slots=True)
 class RowView:
     id: str
+    question: str
     diagnosis: str
     route: str
     expected: str
@@ -89,12 +92,13 @@ def answer_segments(answer: str, claims: Sequence[ClaimOut]) -> list[Segment]:
     return segments
 
 
-def _row_view(row: RowResult, answer: str | None) -> RowView:
+def _row_view(row: RowResult, answer: str | None, question: str | None) -> RowView:
     diagnosis: str = row.diagnosis or (f"failed ({row.error.kind})" if row.error else "failed")
     claims = row.claims or []
     marked = [c for c in claims if c.verdict in MARKED_VERDICTS]
     return RowView(
         id=row.id,
+        question=question if question is not None else "—",
         diagnosis=diagnosis,
         route=row.route,
         expected=row.expected or "—",
@@ -107,11 +111,28 @@ def _row_view(row: RowResult, answer: str | None) -> RowView:
     )
 
 
-def _answers(dump: Mapping[str, Any], answers: Mapping[str, str] | None) -> dict[str, str]:
-    found = {
-        str(r["id"]): r["answer"] for r in dump.get("rows", []) if isinstance(r.get("answer"), str)
-    }
-    return found | dict(answers or {})
+def _texts(dump: Mapping[str, Any], field: str, given: Mapping[str, str] | None) -> dict[str, str]:
+    """Row id → ``field`` text: from ``rows[]`` when a report carries it, then ``given``."""
+    found = {str(r["id"]): r[field] for r in dump.get("rows", []) if isinstance(r.get(field), str)}
+    return found | dict(given or {})
+
+
+def omitted_note(report: Report) -> str | None:
+    """Why the Rows section is empty on a report above ``--max-report-rows``, and where the
+    rows are (the ``--rows-out`` file) or how to get them."""
+    omitted = report.rows_omitted
+    if omitted is None:
+        return None
+    head = (
+        f"No rows shown: the run had {omitted.rows:,} rows, more than --max-report-rows "
+        f"{omitted.limit}, so the report keeps aggregates only."
+    )
+    if omitted.reason == ROWS_IN_FILE:
+        return head + " The per-row results are in the --rows-out file of the run (JSONL)."
+    return head + (
+        " No --rows-out was given, so they were not kept: rerun with --rows-out PATH (cached "
+        "rows are free) or a larger --max-report-rows to see them."
+    )
 
 
 def confusion_view(report: Report) -> dict[str, Any]:
@@ -132,9 +153,14 @@ def confusion_view(report: Report) -> dict[str, Any]:
     return {"labels": confusion.labels, "rows": rows}
 
 
-def report_html(report: Report, answers: Mapping[str, str] | None = None) -> str:
+def report_html(
+    report: Report,
+    answers: Mapping[str, str] | None = None,
+    questions: Mapping[str, str] | None = None,
+) -> str:
     """The report as one self-contained HTML page; ``answers`` (row id → answer text) lets
-    claim spans be highlighted in the answers, which the report itself does not carry."""
+    claim spans be highlighted in the answers, and ``questions`` (row id → question) fills
+    the question column: the report itself carries neither."""
     try:
         import jinja2
         from markupsafe import Markup
@@ -153,9 +179,10 @@ def report_html(report: Report, answers: Mapping[str, str] | None = None) -> str
     )
     env.filters["numeric_columns"] = numeric_columns
     dump = report.model_dump(by_alias=True)
-    texts = _answers(dump, answers)
+    texts = _texts(dump, "answer", answers)
+    asked = _texts(dump, "question", questions)
     shown = report.rows[:ROW_CAP]
-    rows = [_row_view(row, texts.get(row.id)) for row in shown]
+    rows = [_row_view(row, texts.get(row.id), asked.get(row.id)) for row in shown]
     modes = modes_of(report)
     tables = [t for t in report_tables(report) if not t.title.startswith("Slices")]
     context = {
@@ -163,6 +190,7 @@ def report_html(report: Report, answers: Mapping[str, str] | None = None) -> str
         "heading": heading_text(report),
         "guarantee": guarantee_text(report),
         "headline": tables[0],
+        "diagnostics": diagnostics_table(report),
         "side": tables[1:3],  # cascade, routes
         "details": tables[3:],
         "slices": slices_table_of(dump),
@@ -182,6 +210,8 @@ def report_html(report: Report, answers: Mapping[str, str] | None = None) -> str
         "row_cap": ROW_CAP,
         "diagnoses": sorted(Counter(r.diagnosis for r in rows).items()),
         "has_answers": bool(texts),
+        "labelled": any(r.expected is not None for r in shown),
+        "omitted": omitted_note(report),
         "claim_mode": any(r.claims for r in shown),
         "limits": limits_text(report),
     }

@@ -2,6 +2,7 @@
 
 The sections are the tables of :mod:`ragbatch.report.tables` (numbers rounded for humans; the JSON
 stays exact), each a heading, a pipe table and a note; sections the report lacks are left out.
+The diagnostic matrix (where to look first, upstream layer first) follows the headline.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from ragbatch.report.models import Report
 from ragbatch.report.tables import (
     Table,
+    diagnostics_table,
     guarantee_text,
     heading_text,
     limits_text,
@@ -78,6 +80,9 @@ def report_markdown(report: Report) -> str:
     tradeoff = tradeoff_table(report)
     if tradeoff is not None:
         tables.insert(2, tradeoff)
+    diagnostics = diagnostics_table(report)
+    if diagnostics is not None:
+        tables.insert(1, diagnostics)  # right under the headline: what to fix first
     parts += [table_markdown(t) for t in tables]
     parts += ["### Limits", "", limits_text(report), ""]
     return "\n".join(parts)

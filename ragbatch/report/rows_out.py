@@ -1,5 +1,8 @@
 """``--rows-out``: per-row results streamed to JSONL in input order as rows complete.
 
+Each line is the row's ``rows[]`` entry of the report with the row's ``question`` after its
+``id`` (the report itself carries no dataset text), so the file can be read on its own.
+
 The runner hands rows on in input order (a row finished early waits in its bounded reordering
 window), so the file is written straight through: nothing per row is kept in memory.
 """
@@ -8,6 +11,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
+import orjson
 
 from ragbatch.report.models import RowResult
 
@@ -22,10 +27,11 @@ class RowsWriter:
         self._part = path.with_name(f".{path.name}.part")
         self._handle = self._part.open("wb")
 
-    def write(self, result: RowResult) -> None:
-        """One row's result, exactly as it appears in the report's ``rows[]``."""
-        self._handle.write(result.model_dump_json(by_alias=True, exclude_none=True).encode())
-        self._handle.write(b"\n")
+    def write(self, result: RowResult, question: str) -> None:
+        """One row's result as in the report's ``rows[]``, with its question after the id."""
+        data = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        line = {"id": data.pop("id"), "question": question, **data}
+        self._handle.write(orjson.dumps(line) + b"\n")
         self._handle.flush()
 
     def close(self) -> None:

@@ -11,25 +11,34 @@ when absent; any other extra top-level section of numbers gets a generic key/val
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ragbatch.core.pricing import Cost
+from ragbatch.metrics.diagnostic_matrix import BY_KEY, LAYER_ORDER, MATRIX
 from ragbatch.metrics.scores import Component
 from ragbatch.report.models import Mode, Report
 
-KNOWN_SECTIONS = {
-    "reportVersion",
-    "dataset",
-    "decisions",
-    "policy",
-    "provider",
-    "pricing",
-    "modes",
-    "routingCurves",
+KNOWN_SECTIONS = {"reportVersion", "dataset", "decisions", "policy", "provider", "pricing", "modes"}
+KNOWN_SECTIONS |= {"rows", "slices", "tradeoff", "diagnostics", "routingCurves"}
+# Section titles in words; a section not listed here gets its key split into words.
+TITLES = {
+    "incomplete": "Incomplete run",
+    "retrievalRanking": "Retrieval ranking",
+    "answerChecks": "Answer checks",
+    "chunkAgreement": "Chunk agreement with the golden documents",
+    "goldenHealth": "Golden set health",
+    "counterfactual": "Counterfactual abstention",
+    "authority": "Source authority",
+    "rowsOmitted": "Rows left out of the report",
 }
-KNOWN_SECTIONS |= {"rows", "slices", "tradeoff"}
+DIAGNOSTICS_TITLE = "Where to look first (diagnostic matrix)"
+DIAGNOSTICS_NOTE = (
+    "Trace back from each weak metric to the pipeline layer that owns it and fix the upstream "
+    "layer first: retrieval before generation."
+)
 HEADLINE = "mode,accuracy,overall accuracy,macro-F1,failures,ECE,AURC,p50 latency,p95 latency"
 HEADLINE += ",tokens,cost"
 LIMITS = (
@@ -228,6 +237,63 @@ def _ranking_table(section: Mapping[str, Any]) -> Table | None:
     return Table("Retrieval ranking", headers, rows, note + ".")
 
 
+def section_title(key: str) -> str:
+    """A report section's title in words: ``goldenHealth`` → "Golden set health"."""
+    if key in TITLES:
+        return TITLES[key]
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", key).lower()
+    return words[:1].upper() + words[1:]
+
+
+def _chunk_agreement_table(section: Mapping[str, Any]) -> Table | None:
+    ks = sorted(section, key=lambda k: int(k) if str(k).isdigit() else math.inf)
+    cells = [(k, dict(section[k])) for k in ks if isinstance(section[k], Mapping)]
+    if not cells:
+        return None
+    rows = tuple(
+        (str(k), value_text("chunks", c.get("chunks")), pct(c.get("agreement"))) for k, c in cells
+    )
+    note = "Jev's chunk relevance (p ≥ 0.5) against the golden documents, contexts ranked ≤ K."
+    return Table(TITLES["chunkAgreement"], ("K", "chunks", "agreement"), rows, note)
+
+
+def _golden_health_table(section: Mapping[str, Any]) -> Table | None:
+    categories, shares, target = (
+        dict(section.get(k) or {}) for k in ("categories", "shares", "target")
+    )
+    names = list(categories) + [n for n in target if n not in categories]
+    if not names:
+        return None
+    rows = tuple(
+        (n, value_text("rows", categories.get(n)), pct(shares.get(n)), pct(target.get(n)))
+        for n in names
+    )
+    warnings = [str(w) for w in section.get("warnings") or []]
+    note = f"{value_text('rows', section.get('labelledRows'))} labelled rows. " + (
+        " ".join(warnings) if warnings else "No warnings."
+    )
+    return Table(TITLES["goldenHealth"], ("category", "rows", "share", "target"), rows, note)
+
+
+def diagnostics_table(report: Report) -> Table | None:
+    """The diagnostic matrix's findings (root cause, where to look first), upstream first."""
+    if report.diagnostics is None:
+        return None
+    order = {entry.key: i for i, entry in enumerate(MATRIX)}
+    findings = sorted(report.diagnostics, key=lambda f: (LAYER_ORDER[f.layer], order[f.key]))
+    rows = []
+    for f in findings:
+        bound = "—"
+        if f.threshold is not None:
+            bound = ("min " if BY_KEY[f.key].higher_is_better else "max ") + num(f.threshold)
+        rows.append(
+            (f.layer, f.metric, num(f.value), bound, f.bad_metric, f.root_cause, f.look_first)
+        )
+    headers = ("layer", "metric", "value", "limit", "finding", "root cause", "look first")
+    note = DIAGNOSTICS_NOTE if rows else "No metric is past its diagnostic limit."
+    return Table(DIAGNOSTICS_TITLE, headers, tuple(rows), note)
+
+
 def _key_value(title: str, section: Any) -> Table | None:
     rows = tuple((key, value_text(key, value)) for key, value in _leaves(section))
     return Table(title, ("metric", "value"), rows) if rows else None
@@ -235,7 +301,8 @@ def _key_value(title: str, section: Any) -> Table | None:
 
 def slices_table(dump: Mapping[str, Any], flagged_only: bool = False) -> Table | None:
     """The ``slices`` section (a list of records, or a dict holding one and maybe a ``rule``)
-    as a table: scalar fields, then nested metrics (deltas prefixed with Δ)."""
+    as a table: the slice, its size, flag and reason, then its metrics and the deltas
+    (prefixed with Δ)."""
     section, rule = dump.get("slices"), ""
     if isinstance(section, Mapping):
         rule = str(section.get("rule") or "")
@@ -247,6 +314,10 @@ def slices_table(dump: Mapping[str, Any], flagged_only: bool = False) -> Table |
     headers: list[str] = []
     for cells in flat:
         headers += [h for h in cells if h not in headers]
+    # flag and reason right after the slice's name and size: on a wide table they must not
+    # be the columns that scroll off-screen
+    first = [h for h in ("dimension", "value", "rows", "flag", "reason") if h in headers]
+    headers = first + [h for h in headers if h not in first]
     shown = [c for c, r in zip(flat, records, strict=True) if r.get("flag") or not flagged_only]
     rows = tuple(tuple(c.get(h, "—") for h in headers) for c in shown)
     flagged = sum(bool(r.get("flag")) for r in records)
@@ -273,12 +344,15 @@ def extra_tables(dump: Mapping[str, Any]) -> list[Table]:
     for key, section in dump.items():
         if key in KNOWN_SECTIONS or not isinstance(section, Mapping):
             continue
+        title = section_title(key)
         if key == "retrievalRanking":
-            tables.append(_ranking_table(section) or _key_value("Retrieval ranking", section))
-        elif key == "answerChecks":
-            tables.append(_key_value("Answer checks", section))
+            tables.append(_ranking_table(section) or _key_value(title, section))
+        elif key == "chunkAgreement":
+            tables.append(_chunk_agreement_table(section) or _key_value(title, section))
+        elif key == "goldenHealth":
+            tables.append(_golden_health_table(section) or _key_value(title, section))
         else:
-            tables.append(_key_value(key, section))
+            tables.append(_key_value(title, section))
     abstention = dump.get("modes", {}).get("jevOnly", {}).get("abstention")
     if isinstance(abstention, Mapping):
         tables.append(_key_value("Abstention (Jev-only)", abstention))
@@ -286,7 +360,8 @@ def extra_tables(dump: Mapping[str, Any]) -> list[Table]:
 
 
 def report_tables(report: Report, slices_flagged_only: bool = True) -> list[Table]:
-    """Every section of the summary, in display order (slices: the flagged ones, or all)."""
+    """Every section of the summary, in display order (slices: the flagged ones, or all);
+    the diagnostic matrix is :func:`diagnostics_table`, placed by each view."""
     tables = [headline_table(report), cascade_table(report), routes_table(report)]
     curves = routing_curves_table(report)
     tables += [component_table(report), *claims_tables(report), failures_table(report)]

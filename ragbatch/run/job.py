@@ -26,7 +26,7 @@ from ragbatch.providers.cache import CachedProvider
 from ragbatch.providers.jev import (
     JevProvider,
 )
-from ragbatch.report.builder import ReportBuilder, RunInfo
+from ragbatch.report.builder import ROWS_IN_FILE, ROWS_NOT_KEPT, ReportBuilder, RunInfo
 from ragbatch.report.models import report_bytes
 from ragbatch.report.rows_out import RowsWriter
 from ragbatch.run.budget import BudgetedProvider
@@ -154,9 +154,10 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         policy_version=policy.version if policy else None,
         guarantee=policy.guarantee if policy else None,
         max_report_rows=config.max_report_rows,
+        rows_out=config.rows_out is not None,
     )
     builder = ReportBuilder(info, known_rows)
-    calls = CallLog(config.max_report_rows, known_rows)
+    calls = CallLog(config.max_report_rows, known_rows, rows_out=config.rows_out is not None)
     kept: list[RowOutcome] = []  # a shard's outcomes, for its partial file
     started = time.perf_counter()
     try:
@@ -178,7 +179,7 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
             result = builder.add(outcome, want_row=rows_out is not None)
             calls.add(outcome)
             if rows_out is not None and result is not None:
-                rows_out.write(result)
+                rows_out.write(result, outcome.row.question)
             if config.shard is not None:
                 kept.append(outcome)
 
@@ -227,8 +228,11 @@ class CallLog:
     """Per-row call facts for the run record (cached? attempts, retries, latency, request id),
     kept while the run has at most ``limit`` rows; retry counts are always totalled."""
 
-    def __init__(self, limit: int | None, expected_rows: int | None = None) -> None:
+    def __init__(
+        self, limit: int | None, expected_rows: int | None = None, rows_out: bool = False
+    ) -> None:
         self.limit = limit
+        self.rows_out = rows_out
         self.rows = 0
         self.retries: Counter[str] = Counter()
         over = limit is not None and expected_rows is not None and expected_rows > limit
@@ -305,7 +309,7 @@ class CallLog:
             record["callsOmitted"] = {
                 "rows": self.rows,
                 "limit": self.limit,
-                "reason": "more rows than --max-report-rows: per-row results are in --rows-out",
+                "reason": ROWS_IN_FILE if self.rows_out else ROWS_NOT_KEPT,
             }
         else:
             record["calls"] = self.calls

@@ -9,9 +9,19 @@ from typing import Any
 
 import orjson
 import pytest
+from typer.testing import CliRunner
 
-from ragbatch.calibrate.audit import agreement, audit_sample, cohen_kappa, jsonl_bytes
+from ragbatch.calibrate.audit import (
+    agreement,
+    audit_sample,
+    cohen_kappa,
+    instructions_line,
+    jsonl_bytes,
+    row_texts,
+)
+from ragbatch.cli.app import app
 from ragbatch.core.errors import ConfigError
+from ragbatch.data.jsonl import DatasetReader
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = json.loads((ROOT / "reports" / "expected-report.json").read_text(encoding="utf-8"))
@@ -177,11 +187,47 @@ def test_no_warning_when_judge_and_humans_agree() -> None:
     assert result.kappa is None  # one label on both sides: chance agreement is 1
 
 
-def test_unlabelled_sample_warns_instead_of_scoring() -> None:
+def test_unlabelled_sample_is_a_config_error_saying_what_was_expected() -> None:
     rows = [row(i, "PASS", "auto") for i in range(3)]
-    result = agreement(rows, [label(i, None) for i in range(3)])
-    assert result.decided == 0 and result.warning is not None
-    assert "fill in human.diagnosis" in result.warning
+    with pytest.raises(ConfigError) as info:
+        agreement(rows, [label(i, None) for i in range(3)], "sample.jsonl")
+    assert str(info.value) == (
+        "sample.jsonl: no human labels to compare: 3 lines, 3 of them rows of the report, none "
+        'with human.diagnosis or a human.judgments value set; expected lines like {"id": ..., '
+        '"human": {"diagnosis": one of PASS, RETRIEVAL_MISS, RETRIEVAL_INSUFFICIENT, '
+        "CONFLICTING_EVIDENCE, GENERATOR_UNGROUNDED, ANSWER_IRRELEVANT, ANSWER_INCORRECT, "
+        'JUDGE_UNCERTAIN or null, "judgments": {"groundedness": true, ...}}} with at least one '
+        "value filled in, as written by ragbatch audit-sample and completed by a person"
+    )
+    with pytest.raises(ConfigError, match="0 lines, 0 of them rows"):
+        agreement(rows, [])
+
+
+def test_judgment_labels_without_a_diagnosis_warn() -> None:
+    rows = [row(i, "PASS", "auto") for i in range(3)]
+    result = agreement(rows, [label(i, None, groundedness=False) for i in range(3)])
+    assert result.decided == 0 and result.per_judgment["groundedness"].count == 3
+    assert result.warning is not None and "fill in human.diagnosis" in result.warning
+
+
+def test_the_instructions_line_is_skipped() -> None:
+    rows = [row(0, "PASS", "auto")]
+    result = agreement(rows, [instructions_line(), label(0, "PASS")])
+    assert (result.labelled, result.agreed, result.unmatched) == (1, 1, [])
+
+
+def test_sample_lines_carry_question_contexts_and_answer() -> None:
+    rows = [row(0, "PASS", "auto"), row(1, "PASS", "auto")]
+    texts = {
+        f"r000{i}": row_texts(f"q{i}?", [{"id": "c1", "text": f"ctx {i}"}], f"a{i}")
+        for i in range(2)
+    }
+    first, second = audit_sample(rows, 1.0, seed=0, texts=texts)
+    assert list(first)[:4] == ["id", "question", "contexts", "answer"]
+    assert (first["question"], first["answer"]) == ("q0?", "a0")
+    assert second["contexts"] == [{"id": "c1", "text": "ctx 1"}]
+    with pytest.raises(ConfigError, match="row r0001 of the report is not in the dataset"):
+        audit_sample(rows, 1.0, seed=0, texts={"r0000": texts["r0000"]})
 
 
 @pytest.mark.parametrize(
@@ -201,3 +247,60 @@ def test_kappa_of_perfect_and_chance_agreement() -> None:
     assert cohen_kappa([("A", "A"), ("B", "B")]) == 1.0
     assert cohen_kappa([("A", "A"), ("A", "B"), ("B", "A"), ("B", "B")]) == 0.0
     assert cohen_kappa([]) is None
+
+
+# -- the commands --------------------------------------------------------------------------------
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_audit_sample_file_has_instructions_then_rows_to_label(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.jsonl"
+    dataset = ROOT / "datasets" / "rag-fixture.jsonl"
+    code, out, _ = cli(
+        "audit-sample", str(ROOT / "reports/expected-report.json"), "--dataset", str(dataset),
+        "--rate", "0.1", "--seed", "7", "--out", str(sample),
+    )  # fmt: skip
+    assert (code, out) == (
+        0,
+        f"wrote 8 rows to label to {sample} (instructions on its first line)\n",
+    )
+    first, *lines = [orjson.loads(line) for line in sample.read_bytes().splitlines()]
+    assert list(first) == ["instructions"]
+    assert first["instructions"].startswith("Label every line below this one. Read the question")
+    assert "human.diagnosis" in first["instructions"] and "JUDGE_UNCERTAIN" in first["instructions"]
+    rows = {r.id: r for r in DatasetReader(dataset)}
+    assert len(lines) == 8
+    for line in lines:
+        source = rows[line["id"]]
+        assert line["question"] == source.question and line["answer"] == source.answer
+        assert line["contexts"] == [{"id": c.id, "text": c.text} for c in source.contexts]
+        assert line["human"]["diagnosis"] is None
+    # unfilled, the file has no labels: exit 2 saying what was expected
+    code, out, err = cli("agreement", str(ROOT / "reports/expected-report.json"), str(sample))
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: {sample}: no human labels to compare: 8 lines, 8 of them rows")
+    assert err.count("\n") == 1 and 'expected lines like {"id": ..., "human": {"diagnosis"' in err
+    # filled in with the judge's own verdicts: full agreement, exit 0
+    for line in lines:
+        line["human"]["diagnosis"] = line["diagnosis"]
+    sample.write_bytes(jsonl_bytes([first, *lines]))
+    code, out, err = cli("agreement", str(ROOT / "reports/expected-report.json"), str(sample))
+    assert code == 0 and out.startswith("agreement 100.0% on 7 decided rows"), out + err
+
+
+def test_audit_sample_refuses_another_dataset(tmp_path: Path) -> None:
+    dataset = ROOT / "datasets" / "rag-fixture.jsonl"
+    code, _, err = cli(
+        "audit-sample", str(ROOT / "reports/expected-report-claims.json"),
+        "--dataset", str(dataset), "--out", str(tmp_path / "s.jsonl"),
+    )  # fmt: skip
+    assert (code, err) == (
+        2,
+        f"error: {dataset} is not the dataset the report was run on (its sha256 differs from "
+        "the report's dataset.sha256); pass that dataset with --dataset\n",
+    )
+    assert not (tmp_path / "s.jsonl").exists()

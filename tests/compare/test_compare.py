@@ -291,6 +291,43 @@ def test_diff_lists_flips_rows_deltas_and_model_pricing_changes() -> None:
     assert "classification.accuracy" not in text  # unchanged metrics are not listed
 
 
+def test_diff_lists_policy_thresholds_routing_and_model_changes_first() -> None:
+    a = report([True, False, True, True], ids=["r1", "r2", "r3", "r4"])
+    b = report([False, True, True, True], ids=["r1", "r2", "r3", "r4"], model="jev-2026-12")
+    a["policy"] = {"name": "thresholds", "failThreshold": 0.2, "passThreshold": 0.8}
+    b["policy"] = {"name": "calibrated", "version": "abc", "failThreshold": 0.1,
+                   "passThreshold": 0.9, "perJudgment": {"groundedness": [0.3, 0.7]}}  # fmt: skip
+    a["modes"]["jevOnly"]["routes"] = {"auto": 4, "fallback": 0, "failed": 0}
+    b["modes"]["jevOnly"]["routes"] = {"auto": 1, "fallback": 3, "failed": 0}
+    diff = diff_reports(a, b)
+    assert [(c.kind, c.path) for c in diff.changes] == [
+        ("policy", "policy.name"),
+        ("policy", "policy.version"),
+        ("thresholds", "policy.failThreshold"),
+        ("thresholds", "policy.passThreshold"),
+        ("thresholds", "policy.perJudgment"),
+        ("routing", "modes.jevOnly.routes.auto"),
+        ("routing", "modes.jevOnly.routes.fallback"),
+        ("model", "provider.answeredBy"),
+    ]
+    text = diff_markdown(diff, "main", "pr")
+    assert text.startswith(
+        "## ragbatch diff: main → pr\n\n### Policy, thresholds, routing, model and pricing\n\n"
+        "| Kind | Field | main | pr |\n|---|---|---|---|\n"
+        "| policy | `policy.name` | thresholds | calibrated |\n"
+        "| policy | `policy.version` | — | abc |\n"
+        "| thresholds | `policy.failThreshold` | 0.2 | 0.1 |\n"
+        "| thresholds | `policy.passThreshold` | 0.8 | 0.9 |\n"
+        "| thresholds | `policy.perJudgment` | — | groundedness: 0.3, 0.7 |\n"
+        "| routing | `modes.jevOnly.routes.auto` | 4 | 1 |\n"
+        "| routing | `modes.jevOnly.routes.fallback` | 0 | 3 |\n"
+        "| model | `provider.answeredBy` | jev-2026-11 | jev-2026-12 |\n\n"
+        "The reports were not produced with the same setup (policy, thresholds, model changed): "
+        "the flips and deltas below may come from these changes rather than from the RAG "
+        "system.\n\n### Diagnosis flips (2)"
+    )
+
+
 def test_diff_of_a_report_with_itself_is_empty() -> None:
     a = report([True, False])
     diff = diff_reports(a, a)

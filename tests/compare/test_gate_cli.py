@@ -73,6 +73,16 @@ def test_gate_usage_errors_exit_2(tmp_path: Path) -> None:
     assert code == 2 and "not a ragbatch report" in err
 
 
+def test_diff_puts_a_threshold_change_before_the_flips(tmp_path: Path) -> None:
+    changed = regressed(orjson.loads(REPORT.read_bytes()), flips=1)
+    changed["policy"]["failThreshold"], changed["policy"]["passThreshold"] = 0.1, 0.9
+    code, out, _ = invoke("diff", str(REPORT), str(write(tmp_path, "b.json", changed)))
+    assert code == 0
+    setup = out.index("### Policy, thresholds, routing, model and pricing")
+    assert setup < out.index("| thresholds | `policy.failThreshold` | 0.2 | 0.1 |")
+    assert out.index("(thresholds changed)") < out.index("### Diagnosis flips (1)")
+
+
 def test_diff_lists_flipped_rows_and_model_changes(tmp_path: Path) -> None:
     base = orjson.loads(REPORT.read_bytes())
     changed = regressed(base, flips=1)

@@ -166,6 +166,9 @@ MALFORMED: list[tuple[str, bytes]] = [
         "string-price",
         snapshot_bytes(models={"jev-*": {"inputPerMillion": "0.042", "outputPerMillion": 0.0}}),
     ),
+    ("impossible-date", snapshot_bytes(effectiveDate="2026-13-45")),
+    ("february-30", snapshot_bytes(effectiveDate="2026-02-30")),
+    ("not-iso-date", snapshot_bytes(effectiveDate="12/01/2026")),
     ("missing-price", snapshot_bytes(models={"jev-*": {"inputPerMillion": 0.042}})),
     (
         "nan-price",
@@ -194,3 +197,9 @@ def test_malformed_snapshot_message_says_where() -> None:
         parse_pricing(data, "p.json")
     with pytest.raises(PricingError, match="version"):
         parse_pricing(snapshot_bytes(version=None), "p.json")
+    with pytest.raises(PricingError) as info:
+        parse_pricing(snapshot_bytes(effectiveDate="2026-13-45"), "p.json")
+    assert str(info.value) == (
+        "p.json: malformed pricing snapshot: effectiveDate: '2026-13-45' is not a real date "
+        "(month must be in 1..12)"
+    )

@@ -4,7 +4,9 @@ missing extra, and a headless Chromium smoke test (no console errors, charts in 
 from __future__ import annotations
 
 import ast
+import html
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,15 +14,18 @@ from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
+import matplotlib
 import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from matplotlib.text import Text
 
 import ragbatch.report
 from ragbatch.core.errors import ConfigError
 from ragbatch.core.policy import Guarantee, Thresholds
 from ragbatch.data.jsonl import DatasetReader
+from ragbatch.report import charts
 from ragbatch.report.html import ROW_CAP, answer_segments, report_html
 from ragbatch.report.models import ClaimOut, Report
 from ragbatch.run.job import JobConfig, run_job
@@ -130,10 +135,15 @@ def report() -> Report:
     return Report.model_validate_json((ROOT / "reports/expected-report.json").read_bytes())
 
 
+def dataset_texts(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Answers and questions by row id."""
+    rows = list(DatasetReader(path))
+    return {r.id: r.answer for r in rows}, {r.id: r.question for r in rows}
+
+
 @pytest.fixture(scope="module")
 def page_html(report: Report) -> str:
-    answers = {row.id: row.answer for row in DatasetReader(ROOT / "datasets/rag-fixture.jsonl")}
-    return report_html(report, answers)
+    return report_html(report, *dataset_texts(ROOT / "datasets/rag-fixture.jsonl"))
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +155,147 @@ def claims_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, dict[
         JobConfig(dataset=data, out=None, groundedness="claims", pricing=pricing)
     ).report
     return report, {row.id: row.answer for row in DatasetReader(data)}
+
+
+@pytest.fixture(scope="module")
+def golden_page() -> str:
+    """The golden-set fixture's page: diagnostic matrix, golden sections, flagged slices."""
+    data = ROOT / "datasets/golden-fixture.jsonl"
+    config = JobConfig(
+        dataset=data,
+        out=None,
+        pricing=ROOT / "pricing/typesafe-2026-12.json",
+        slice_by=("docType",),
+    )
+    return report_html(run_job(config).report, *dataset_texts(data))
+
+
+def section(page: str, section_id: str) -> str:
+    start = page.index(f'<section id="{section_id}">')
+    return page[start : page.index("</section>", start)]
+
+
+def test_diagnostic_matrix_section_right_after_the_headline(golden_page: str) -> None:
+    ids = [i for i in Page(golden_page).ids if i in {"headline", "look-first", "reliability"}]
+    assert ids == ["headline", "look-first", "reliability"]
+    block = section(golden_page, "look-first")
+    assert "<h2>Where to look first (diagnostic matrix)</h2>" in block
+    assert "<th>root cause</th>" in block.replace(' class="text"', "")
+    assert ">High False Answer Rate</td>" in block and ">max 0.050</td>" in block
+    assert '<a href="#look-first">' in golden_page
+
+
+def test_section_titles_are_words_in_the_page(golden_page: str, page_html: str) -> None:
+    details = section(golden_page, "details")
+    titles = re.findall(r"<h3>(.*?)</h3>", details)
+    assert "Chunk agreement with the golden documents" in titles
+    assert "Golden set health" in titles
+    assert not [t for t in titles if re.search(r"[a-z][A-Z]", t)]
+    assert 'id="look-first"' not in page_html  # no golden set: no diagnostic matrix
+
+
+def test_rows_table_has_a_question_column(page_html: str) -> None:
+    block = section(page_html, "row-results")
+    assert (
+        "<thead><tr><th>id</th><th>question</th><th>diagnosis</th><th>route</th><th>expected</th>"
+        "<th>confidence</th><th>answer</th></tr></thead>"
+    ) in block
+    first = next(iter(DatasetReader(ROOT / "datasets/rag-fixture.jsonl")))
+    assert f'<td class="question">{html.escape(first.question, quote=False)}</td>' in block
+    assert '<td class="question">—</td>' in section(report_html_of_claims(), "row-results")
+
+
+def report_html_of_claims() -> str:
+    """A page without questions passed: the column shows a dash."""
+    report = Report.model_validate_json((ROOT / "reports/expected-report.json").read_bytes())
+    return report_html(report)
+
+
+def test_red_diagnoses_have_a_legend(report: Report, page_html: str) -> None:
+    legend = (
+        '<span class="legend note" id="mismatch-legend"><span class="mismatch-key">red '
+        "diagnosis</span> = differs from the expected (labelled) diagnosis</span>"
+    )
+    assert legend in page_html and 'class="mismatch"' in page_html
+    unlabelled = report.model_copy(
+        update={"rows": [r.model_copy(update={"expected": None}) for r in report.rows]}
+    )
+    assert "mismatch-legend" not in report_html(unlabelled)
+
+
+def test_slices_table_puts_flag_and_reason_first(golden_page: str) -> None:
+    block = section(golden_page, "slices")
+    heads = re.findall(r"<th(?: [^>]*)?>(.*?)</th>", block)
+    assert heads[:5] == ["dimension", "value", "rows", "flag", "reason"]
+    assert heads[5] == "accuracy" and "Δ accuracy" in heads
+
+
+@pytest.mark.parametrize("rows_out", [False, True])
+def test_omitted_rows_say_where_the_rows_are(tmp_path: Path, rows_out: bool) -> None:
+    config = JobConfig(
+        dataset=ROOT / "datasets/rag-fixture.jsonl",
+        out=None,
+        pricing=ROOT / "pricing/typesafe-2026-12.json",
+        max_report_rows=10,
+        rows_out=tmp_path / "rows.jsonl" if rows_out else None,
+    )
+    report = run_job(config).report
+    assert report.rows == [] and report.rows_omitted is not None
+    reason = report.rows_omitted.reason
+    block = section(report_html(report), "row-results")
+    head = (
+        "No rows shown: the run had 48 rows, more than --max-report-rows 10, so the report keeps "
+        "aggregates only."
+    )
+    if rows_out:
+        assert reason == "more rows than --max-report-rows: per-row results are in --rows-out"
+        assert f"{head} The per-row results are in the --rows-out file of the run (JSONL)." in block
+    else:
+        assert reason == (
+            "more rows than --max-report-rows and no --rows-out: per-row results were not kept; "
+            "rerun with --rows-out PATH (cached rows are free) to keep them"
+        )
+        assert (
+            f"{head} No --rows-out was given, so they were not kept: rerun with --rows-out PATH "
+            "(cached rows are free) or a larger --max-report-rows to see them."
+        ) in block
+    assert "rows-shown" not in block and "Answer texts are not in the report" not in block
+
+
+def label_boxes(report: Report) -> list[tuple[float, ...]]:
+    with matplotlib.rc_context(charts.RC):
+        fig, labels = charts.sweep_figure(report)
+        fig.draw_without_rendering()
+        return [tuple(Text.get_window_extent(label).extents) for label in labels]
+
+
+def overlapping(boxes: list[tuple[float, ...]]) -> list[tuple[int, int]]:
+    return [
+        (i, j)
+        for i, a in enumerate(boxes)
+        for j, b in enumerate(boxes[i + 1 :], start=i + 1)
+        if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+    ]
+
+
+def test_sweep_labels_do_not_overlap(report: Report) -> None:
+    assert report.tradeoff is not None
+    close = [p.jev_only.coverage for p in report.tradeoff.points][2:]
+    assert max(close) - min(close) < 0.05  # 0.2/0.8, 0.3/0.7, 0.4/0.6: nearly one spot
+    assert overlapping(label_boxes(report)) == []
+    # a denser sweep: seven points within two coverage points of each other
+    base = report.tradeoff.points[2]
+    dense = [
+        base.model_copy(update={"fail_threshold": 0.2 + i / 100, "pass_threshold": 0.8 - i / 100,
+                                "policy": "sweep",
+                                "jev_only": base.jev_only.model_copy(
+                                    update={"coverage": base.jev_only.coverage + i / 300})})
+        for i in range(7)
+    ]  # fmt: skip
+    crowded = report.model_copy(
+        update={"tradeoff": report.tradeoff.model_copy(update={"points": dense})}
+    )
+    assert overlapping(label_boxes(crowded)) == []
 
 
 def test_structure(report: Report, page_html: str) -> None:
@@ -176,8 +327,7 @@ def test_confusion_matrix_cells(report: Report, page_html: str) -> None:
 
 
 def test_deterministic(report: Report, page_html: str) -> None:
-    answers = {row.id: row.answer for row in DatasetReader(ROOT / "datasets/rag-fixture.jsonl")}
-    assert report_html(report, answers) == page_html
+    assert report_html(report, *dataset_texts(ROOT / "datasets/rag-fixture.jsonl")) == page_html
 
 
 def test_claim_spans_are_highlighted_and_escaped(
@@ -281,9 +431,9 @@ def chromium() -> str:
     pytest.skip("chromium is not installed (apt-get install chromium)")
 
 
-def load(page: Path, tmp_path: Path, fragment: str = "") -> tuple[str, list[str]]:
+def load(page: Path, tmp_path: Path, fragment: str = "", *extra: str) -> tuple[str, list[str]]:
     """The DOM after load and the page's console lines (Chromium logs them as CONSOLE)."""
-    command = [chromium(), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom"]
+    command = [chromium(), *FLAGS, *extra, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom"]
     result = subprocess.run(
         [*command, page.resolve().as_uri() + fragment], capture_output=True, text=True, timeout=90
     )
@@ -349,3 +499,50 @@ def test_guarded_run_shows_both_routings_and_the_guarantee(tmp_path: Path) -> No
     page_html = report_html(promised)
     assert "guarantee" in Page(page_html).ids
     assert "At ≤ 5% risk (95% confidence) Jev decides" in page_html
+
+
+# Measures the laid-out page (test only: the report's own page has exactly one script).
+PROBE = """<script>
+(function () {
+  function box(el) { var r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }
+  var out = {viewport: document.documentElement.clientWidth, heads: {}};
+  out.labels = Array.prototype.map.call(
+    document.querySelectorAll('#chart-sweep g[id^="sweep-sweep-label-"]'), box);
+  out.slices = box(document.querySelector("#slices .scroll"));
+  document.querySelectorAll("#slices th").forEach(function (th) { out.heads[th.textContent] = box(th); });
+  var key = document.querySelector("#mismatch-legend .mismatch-key");
+  var cell = document.querySelector("#rows-table tr.mismatch td.diagnosis");
+  out.legend = getComputedStyle(key).color;
+  out.mismatch = getComputedStyle(cell).color;
+  out.plain = getComputedStyle(document.querySelector("#rows-table tr:not(.mismatch) td.diagnosis")).color;
+  var question = document.querySelector("#rows-table td.question");
+  out.question = question.textContent;
+  out.questionBox = box(question);
+  var pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+}());
+</script>"""
+
+
+def test_browser_shows_the_new_parts(golden_page: str, tmp_path: Path) -> None:
+    page = tmp_path / "golden.html"
+    page.write_text(golden_page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    dom, console = load(page, tmp_path, "", "--window-size=1280,900")
+    assert console == []
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found is not None
+    probe = orjson.loads(html.unescape(found.group(1)))
+    # the threshold-sweep labels, as the browser draws them, do not overlap
+    labels = probe["labels"]
+    assert len(labels) == 5 and overlapping([tuple(b) for b in labels]) == []
+    # the slices' flag and reason columns are on screen without scrolling
+    right = min(probe["slices"][2], probe["viewport"])
+    for head in ("flag", "reason"):
+        assert probe["heads"][head][2] <= right, (head, probe["heads"][head], right)
+    # the legend's swatch is the red of a mismatched diagnosis, which plain ones are not
+    assert probe["legend"] == probe["mismatch"] == "rgb(185, 28, 28)" != probe["plain"]
+    first = next(iter(DatasetReader(ROOT / "datasets/golden-fixture.jsonl")))
+    assert probe["question"] == first.question
+    assert probe["questionBox"][2] <= probe["viewport"]  # the question column is on screen

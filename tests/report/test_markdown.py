@@ -13,10 +13,18 @@ from hypothesis import strategies as st
 from pydantic import ConfigDict
 
 from ragbatch.core.pricing import Cost
+from ragbatch.metrics.diagnostic_matrix import diagnose_names
 from ragbatch.metrics.scores import Latency
 from ragbatch.report.markdown import report_markdown, table_markdown
-from ragbatch.report.models import Failures, Report
-from ragbatch.report.tables import Table, extra_tables, is_numeric_text, slices_table, usd
+from ragbatch.report.models import Failures, Report, RowsOmitted
+from ragbatch.report.tables import (
+    Table,
+    extra_tables,
+    is_numeric_text,
+    section_title,
+    slices_table,
+    usd,
+)
 from ragbatch.run.job import JobConfig, run_job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,7 +196,7 @@ def test_extra_sections_render_generically() -> None:
     assert list(tables) == [
         "Retrieval ranking",
         "Answer checks",
-        "futureSection",
+        "Future section",
         "Abstention (Jev-only)",
     ]
     ranking = tables["Retrieval ranking"]
@@ -196,7 +204,7 @@ def test_extra_sections_render_generically() -> None:
     assert ranking.rows[1] == ("10", "1.000", "0.900", "0.200", "0.700", "0.800")
     assert "MRR 0.812" in ranking.note
     assert ("containsPassRate", "75.0%") in tables["Answer checks"].rows
-    assert tables["futureSection"].rows == (("score", "0.123"), ("nested.count", "3"))
+    assert tables["Future section"].rows == (("score", "0.123"), ("nested.count", "3"))
     assert ("accuracy", "75.0%") in tables["Abstention (Jev-only)"].rows
 
 
@@ -222,7 +230,10 @@ def test_slices_flagged_only() -> None:
     }  # fmt: skip
     flagged = slices_table(dump, flagged_only=True)
     assert flagged is not None and len(flagged.rows) == 1
-    assert flagged.headers[:5] == ("dimension", "value", "rows", "accuracy", "Δ accuracy")
+    assert flagged.headers == (
+        "dimension", "value", "rows", "flag", "reason", "accuracy", "Δ accuracy",
+    )  # fmt: skip
+    assert flagged.rows == (("topic", "a", "6", "⚑", "accuracy 0.500 vs 0.770", "0.500", "-0.270"),)
     assert flagged.note == "2 slices, 1 flagged. flag rule"
     every = slices_table(dump)
     assert every is not None and len(every.rows) == 2
@@ -252,3 +263,64 @@ def test_usd_never_scientific(amount: float) -> None:
 def test_is_numeric_text() -> None:
     assert all(map(is_numeric_text, ["77.1%", "0.096", "USD 0.002", "-0.2", "n/a", "1,534 in"]))
     assert not any(map(is_numeric_text, ["retrieval", "PASS", "auto"]))
+
+
+@pytest.fixture(scope="module")
+def golden_markdown() -> str:
+    config = JobConfig(
+        dataset=ROOT / "datasets/golden-fixture.jsonl",
+        out=None,
+        pricing=ROOT / "pricing/typesafe-2026-12.json",
+        slice_by=("docType",),
+    )
+    return report_markdown(run_job(config).report)
+
+
+def test_diagnostic_matrix_follows_the_headline(golden_markdown: str) -> None:
+    headings = [line for line in golden_markdown.splitlines() if line.startswith("### ")]
+    assert headings[:3] == [
+        "### Headline",
+        "### Where to look first (diagnostic matrix)",
+        "### Cascade",
+    ]
+    assert (
+        "| layer | metric | value | limit | finding | root cause | look first |\n"
+        "|---|---|---:|---|---|---|---|\n"
+        "| generation | falseAnswerRate | 0.308 | max 0.050 | High False Answer Rate | The system "
+        "answers when it should abstain: abstention instructions weak, or the model answers "
+        "from plausible but insufficient context | Counterfactual eval (remove the answer "
+        "document, verify refusal); abstention instructions in the prompt |\n\n"
+        "Trace back from each weak metric to the pipeline layer that owns it and fix the "
+        "upstream layer first: retrieval before generation.\n"
+    ) in golden_markdown
+
+
+def test_diagnostic_matrix_lists_retrieval_first(report: Report) -> None:
+    findings = diagnose_names(["faithfulness"]) + diagnose_names(["recall@10", "precision@5"])
+    assert [f.layer for f in findings] == ["generation", "retrieval", "retrieval"]
+    text = report_markdown(report.model_copy(update={"diagnostics": findings}))
+    section = text.split("### Where to look first (diagnostic matrix)")[1].split("### ")[0]
+    rows = [line for line in section.splitlines() if line.startswith(("| retrieval", "| gener"))]
+    assert [row.split(" | ")[1] for row in rows] == ["recall@10", "precision@5", "faithfulness"]
+    assert rows[0].startswith("| retrieval | recall@10 | n/a | — | Low Recall@K | Bad chunking")
+    empty = report_markdown(report.model_copy(update={"diagnostics": []}))
+    assert (
+        "### Where to look first (diagnostic matrix)\n\nNo metric is past its diagnostic limit."
+        in empty
+    )
+    assert "Where to look first" not in report_markdown(report)  # no golden set, no matrix
+
+
+def test_section_titles_are_words(golden_markdown: str, report: Report) -> None:
+    headings = [line for line in golden_markdown.splitlines() if line.startswith("### ")]
+    assert "### Chunk agreement with the golden documents" in headings
+    assert "### Golden set health" in headings
+    assert not [h for h in headings if re.search(r"[a-z][A-Z]", h)]  # no camelCase key
+    assert "| K | chunks | agreement |\n|---:|---:|---:|\n| 1 | 51 | 92.2% |" in golden_markdown
+    assert "| happy | 38 | 59.4% | 60.0% |" in golden_markdown
+    omitted = report.model_copy(
+        update={"rows": [], "rows_omitted": RowsOmitted(rows=48, limit=10, reason="r")}
+    )
+    text = report_markdown(omitted)
+    assert "### Rows left out of the report\n" in text and "### rowsOmitted" not in text
+    assert section_title("someNewSection") == "Some new section"

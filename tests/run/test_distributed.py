@@ -215,6 +215,23 @@ def test_merge_refuses_bad_directories(tmp_path: Path) -> None:
         merge_caches([source], source)
 
 
+@pytest.mark.parametrize("bad", ["no-cache-db", "not-a-database"])
+def test_merge_checks_every_source_before_copying_anything(tmp_path: Path, bad: str) -> None:
+    first = _fill(tmp_path / "first", {_key(1): encode_entry(_reply(0.3), _key(1))})
+    second = tmp_path / "second"
+    second.mkdir()
+    if bad == "not-a-database":
+        (second / "cache.db").write_bytes(b"this is not SQLite" * 100)
+    target = tmp_path / "out"
+    with pytest.raises(CacheError, match=str(second)):
+        merge_caches([first, second], target)
+    assert not target.exists()  # nothing copied from the first source
+    existing = _fill(tmp_path / "existing", {})
+    with pytest.raises(CacheError):
+        merge_caches([first, second], existing)
+    assert _read(existing) == {}
+
+
 def test_merge_ignores_diskcache_values_that_are_not_bytes(tmp_path: Path) -> None:
     raw = diskcache.Cache(str(tmp_path / "src"))
     raw.set(_key(1), {"pickled": True})

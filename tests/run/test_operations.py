@@ -120,7 +120,14 @@ def test_rows_out_equals_the_report_rows(tmp_path: Path) -> None:
     )
     assert code == 0 and f"per-row results: {rows}" in out
     streamed = [orjson.loads(line) for line in rows.read_bytes().splitlines()]
-    assert streamed == report(tmp_path / "r.json")["rows"]
+    questions = [orjson.loads(line)["question"] for line in Path(DATASET).read_bytes().splitlines()]
+    # each line is the report's rows[] entry with the row's question right after its id
+    expected = [
+        {"id": row["id"], "question": question, **row}
+        for row, question in zip(report(tmp_path / "r.json")["rows"], questions, strict=True)
+    ]
+    assert streamed == expected
+    assert all(list(line)[:2] == ["id", "question"] for line in streamed)
 
 
 def test_large_reports_keep_aggregates_only(tmp_path: Path) -> None:
@@ -140,7 +147,11 @@ def test_large_reports_keep_aggregates_only(tmp_path: Path) -> None:
     )
     assert code == 0
     full = report(out)
-    assert full["rows"] == [] and full["rowsOmitted"]["rows"] == 48
+    assert full["rows"] == [] and full["rowsOmitted"] == {
+        "rows": 48,
+        "limit": 10,
+        "reason": "more rows than --max-report-rows: per-row results are in --rows-out",
+    }
     golden = report(ROOT / "reports/expected-report.json")
     assert full["modes"] == golden["modes"]  # aggregates are unchanged
     assert len(rows.read_bytes().splitlines()) == 48
@@ -158,6 +169,12 @@ def test_above_the_limit_the_run_record_drops_call_entries_and_a_warning_names_r
     assert "48 rows > --max-report-rows 10" in err and "--rows-out PATH" in err
     facts = orjson.loads(record.read_bytes())
     assert "calls" not in facts and facts["callsOmitted"]["rows"] == 48
+    not_kept = (
+        "more rows than --max-report-rows and no --rows-out: per-row results were not kept; "
+        "rerun with --rows-out PATH (cached rows are free) to keep them"
+    )
+    assert facts["callsOmitted"]["reason"] == not_kept  # no --rows-out: never "in --rows-out"
+    assert report(out)["rowsOmitted"]["reason"] == not_kept
     code, _, err = cli(
         "run", DATASET, "--out", str(out), "--pricing", PRICING, "--run-record", str(record),
         "--quiet",

@@ -161,3 +161,11 @@ def test_cache_merge_command(tmp_path: Path) -> None:
     assert code == 0 and "0 entries copied, 48 already there" in text, text
     code, text = cli("cache", "merge", str(tmp_path / "missing"), "--into", str(tmp_path / "m2"))
     assert code == 2 and "does not exist" in text
+    empty = tmp_path / "worker-2"
+    empty.mkdir()  # a directory, but not a cache: found before the first source is copied
+    code, text = cli("cache", "merge", str(source), str(empty), "--into", str(tmp_path / "m3"))
+    assert (code, text) == (
+        2,
+        f"error: {empty} is not a cache directory (no cache.db); check the path\n",
+    )
+    assert not (tmp_path / "m3").exists()
