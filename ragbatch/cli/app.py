@@ -6,6 +6,7 @@ stderr with its documented exit code and no traceback.
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -18,10 +19,12 @@ from ragbatch.core.errors import (
     EXIT_OK,
     EXIT_ROW_FAILURES,
     ConfigError,
+    Interrupted,
     RagbatchError,
 )
 from ragbatch.core.policy import Thresholds, routing_of
 from ragbatch.data.formats import open_dataset
+from ragbatch.data.output import check_output
 from ragbatch.metrics.ranking import DEFAULT_KS
 from ragbatch.providers.cache import CacheMode
 from ragbatch.providers.jev import DEFAULT_BASE_URL
@@ -39,6 +42,7 @@ from ragbatch.run.job import (
     write_bytes,
 )
 from ragbatch.run.shards import parse_shard
+from ragbatch.run.stop import StopWatch
 from ragbatch.run.workers import run_workers
 
 app = typer.Typer(
@@ -309,7 +313,8 @@ def run(
 
     Exit codes: 0 all rows judged; 2 bad input or options; 3 report written but some rows
     failed; 4 run aborted (key rejected, error budget); 5 --max-cost reached (incomplete
-    report; rerun with more to resume from the cache).
+    report; rerun with more to resume from the cache); 130/143 stopped by SIGINT/SIGTERM
+    (nothing written; rerun to resume from the cache).
     """
     try:
         if routing is not None and policy is not None:
@@ -360,14 +365,23 @@ def run(
             ignore_unknown_fields=ignore_unknown_fields,
             run_record=run_record,
         )
+        for option, view in (("--markdown", markdown), ("--html", html)):
+            if view is not None:
+                check_output(view, option)
         if workers > 1:
             if config.shard is not None:
                 raise ConfigError("--workers and --shard cannot be used together")
             result = run_workers(config, workers)
         else:
-            result = run_job(config, warn=lambda text: typer.echo(f"warning: {text}", err=True))
+            result = run_job(
+                config,
+                warn=lambda text: typer.echo(f"warning: {text}", err=True),
+                stop=StopWatch(),
+            )
     except RagbatchError as error:
         raise fail(error) from None
+    except KeyboardInterrupt:  # SIGINT outside the run's own handling (start-up, a second one)
+        raise fail(Interrupted("interrupted by SIGINT", signal.SIGINT)) from None
     try:
         write_views(result.report, config, markdown, html)
     except RagbatchError as error:
@@ -404,7 +418,11 @@ def schema(
     ),
 ) -> None:
     """Write the JSON Schema of the report, generated from its models."""
-    write_bytes(out, report_schema())
+    try:
+        check_output(out, "--out")
+        write_bytes(out, report_schema())
+    except RagbatchError as error:
+        raise fail(error) from None
     typer.echo(f"wrote {out}")
 
 

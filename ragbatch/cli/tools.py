@@ -34,6 +34,7 @@ from ragbatch.core.errors import ConfigError, RagbatchError
 from ragbatch.data.counterfactual import write_counterfactuals
 from ragbatch.data.formats import open_dataset
 from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.output import check_output
 from ragbatch.providers.cache import ReplyCache
 from ragbatch.providers.cache_merge import merge_caches
 from ragbatch.providers.jev import DEFAULT_MODEL, ENDPOINT
@@ -70,6 +71,13 @@ def read_report(path: Path) -> dict[str, Any]:
     return data
 
 
+def check_outputs(*outputs: tuple[str, Path | None]) -> None:
+    """Refuse an output path that cannot be written, before reading or computing anything."""
+    for option, path in outputs:
+        if path is not None:
+            check_output(path, option)
+
+
 def _fail(error: RagbatchError) -> typer.Exit:
     typer.echo(f"error: {error}", err=True)
     return typer.Exit(error.exit_code)
@@ -99,6 +107,7 @@ def gate_command(
     Exit 0 pass, 1 regression, 2 usage error.
     """
     try:
+        check_outputs(("--markdown", markdown), ("--junit", junit))
         extra = parse_rules(read_json(rules, "rules file")) if rules else []
         result = gate(
             read_report(current),
@@ -107,14 +116,14 @@ def gate_command(
             defaults=not no_default_rules,
             alpha=alpha,
         )
+        text = gate_markdown(result)
+        typer.echo(text)
+        if markdown is not None:
+            write_bytes(markdown, text.encode())
+        if junit is not None:
+            write_bytes(junit, gate_junit(result).encode())
     except RagbatchError as error:
         raise _fail(error) from None
-    text = gate_markdown(result)
-    typer.echo(text)
-    if markdown is not None:
-        write_bytes(markdown, text.encode())
-    if junit is not None:
-        write_bytes(junit, gate_junit(result).encode())
     raise typer.Exit(result.exit_code)
 
 
@@ -130,19 +139,20 @@ def diff_command(
     z-test for the abstention rate.
     """
     try:
+        check_outputs(("--markdown", markdown))
         first, second = read_report(a), read_report(b)
         result = diff_reports(first, second)
+        drift = distribution_drift(first, second)
+        text = (
+            diff_markdown(result, a.name, b.name)
+            + "\n\n"
+            + drift_markdown(drift, a.name, b.name, include_changes=False)
+        )
+        typer.echo(text)
+        if markdown is not None:
+            write_bytes(markdown, text.encode())
     except RagbatchError as error:
         raise _fail(error) from None
-    drift = distribution_drift(first, second)
-    text = (
-        diff_markdown(result, a.name, b.name)
-        + "\n\n"
-        + drift_markdown(drift, a.name, b.name, include_changes=False)
-    )
-    typer.echo(text)
-    if markdown is not None:
-        write_bytes(markdown, text.encode())
 
 
 def merge_command(
@@ -153,10 +163,11 @@ def merge_command(
 ) -> None:
     """Merge shard partials into the report a single run would have written (same bytes)."""
     try:
+        check_outputs(("--out", out))
         info, outcomes = merge_partials(partials)
+        write_bytes(out, report_bytes(summarize(outcomes, info)))
     except RagbatchError as error:
         raise _fail(error) from None
-    write_bytes(out, report_bytes(summarize(outcomes, info)))
     typer.echo(f"merged {len(partials)} partials, {len(outcomes)} rows: {out}")
 
 
@@ -227,6 +238,7 @@ def counterfactual_command(
     refusal rate and False Answer Rate on the counterfactual rows next to the originals.
     """
     try:
+        check_outputs(("--out", out))
         stats = write_counterfactuals(DatasetReader(dataset), out, keep_mock=keep_mock)
     except RagbatchError as error:
         raise _fail(error) from None
@@ -262,12 +274,13 @@ def calibrate_command(
     exchangeable with these. Refuses when the data cannot support the target.
     """
     try:
+        check_outputs(("--out", out))
         policy = calibrate_report(
             read_report(report), target_risk, confidence, folds, seed, routing=routing
         )
+        write_bytes(out, policy_bytes(policy))
     except RagbatchError as error:
         raise _fail(error) from None
-    write_bytes(out, policy_bytes(policy))
     ins, held, g = policy.in_sample, policy.held_out, policy.guarantee
     assert g is not None  # calibrate always certifies what it writes
     typer.echo(
@@ -319,11 +332,12 @@ def audit_sample_command(
     and answer next to the judge's verdict, with empty ``human`` fields to fill in.
     """
     try:
+        check_outputs(("--out", out))
         data = read_report(report)
         lines = audit_sample(data["rows"], rate, seed, dataset_texts(dataset, format, data))
+        write_bytes(out, jsonl_bytes([instructions_line(), *lines]))
     except RagbatchError as error:
         raise _fail(error) from None
-    write_bytes(out, jsonl_bytes([instructions_line(), *lines]))
     typer.echo(f"wrote {len(lines)} rows to label to {out} (instructions on its first line)")
 
 
@@ -366,6 +380,8 @@ def cache_merge_command(
     for source in sources:
         if not source.is_dir():
             raise _fail(ConfigError(f"cache directory {source} does not exist"))
+    if into.exists() and not into.is_dir():
+        raise _fail(ConfigError(f"--into {into}: is not a directory; give a cache directory"))
     try:
         stats = merge_caches(sources, into)
     except RagbatchError as error:

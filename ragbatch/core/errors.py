@@ -8,6 +8,7 @@
     ├── PricingError               missing or malformed pricing file  (exit 2)
     ├── CacheError                 the cache directory cannot be used (exit 2)
     ├── RunAborted                 the run stopped itself (auth, error budget) (exit 4)
+    ├── Interrupted(signum)        SIGINT/SIGTERM stopped the run     (exit 128 + signum)
     └── ProviderError(status, retryable, request_id)
         └── RateLimited(retry_after)
 
@@ -62,6 +63,17 @@ class RunAborted(RagbatchError):
     """The run stopped on purpose before the end (bad key, error budget exceeded)."""
 
     exit_code = EXIT_ABORTED
+
+
+class Interrupted(RagbatchError):
+    """A signal stopped the run (or the parent process of a worker went away): nothing was
+    written but the replies already cached. Exit code 128 + the signal (130 SIGINT, 143 SIGTERM),
+    as a shell reports a process killed by it."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum
 
 
 class ProviderError(RagbatchError):

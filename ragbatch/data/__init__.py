@@ -1,8 +1,9 @@
 """Rows in: dataset readers with file and line in every error, and derived datasets.
 
 Owns the streaming JSONL reader (``jsonl``), the other formats (``formats``: ragas, csv),
-golden-set YAML joined with outputs (``golden_yaml``) and counterfactual rows
-(``counterfactual``).
+golden-set YAML joined with outputs (``golden_yaml``), counterfactual rows
+(``counterfactual``), and the output files every layer writes, checked up front and written
+atomically (``output``).
 
-Reads files. May import ``core`` only.
+Reads and writes files. May import ``core`` only.
 """

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragbatch.core.schema import Context, Out, Row
+from ragbatch.data.output import atomic_file
 
 SUFFIX = "#cf"
 COUNTERFACTUAL_DIAGNOSIS = "RETRIEVAL_INSUFFICIENT"
@@ -118,12 +119,13 @@ def write_counterfactuals(
 ) -> CounterfactualStats:
     """Write the variants of ``rows`` to ``out_path`` as JSONL (one camelCase row per line).
 
-    The file is overwritten. Lines are ``row.model_dump_json(by_alias=True, exclude_none=True)``,
+    The file is replaced when every row was read (atomically: a bad row leaves it as it was).
+    Lines are ``row.model_dump_json(by_alias=True, exclude_none=True)``,
     so they load back with ``Row.model_validate_json`` and ``ragbatch.data.jsonl``. Rows are read
     once, lazily, so a large dataset is streamed.
     """
     rows_in = written = no_expected = no_match = 0
-    with Path(out_path).open("w", encoding="utf-8", newline="\n") as out:
+    with atomic_file(Path(out_path)) as out:
         for row in rows:
             rows_in += 1
             reason = skip_reason(row)
@@ -135,7 +137,7 @@ def write_counterfactuals(
                 continue
             variant = counterfactual_row(row, keep_mock=keep_mock)
             assert variant is not None  # skip_reason said it has one
-            out.write(variant.model_dump_json(by_alias=True, exclude_none=True) + "\n")
+            out.write(variant.model_dump_json(by_alias=True, exclude_none=True).encode() + b"\n")
             written += 1
     return CounterfactualStats(
         rows_in=rows_in,

@@ -3,7 +3,8 @@
 Owns the options and result (``config``), the composition root that builds parts from
 options (``factory``), the runner (the ONLY task group), the job end to end (``job``), the
 spending limit (``budget``), progress, ``estimate``, shards and partials (``shards``),
-``workers`` on one machine and the Dask adapter (``dask``).
+``workers`` on one machine, stopping on a signal or a lost parent (``stop``) and the Dask
+adapter (``dask``).
 
 Does I/O. May import every layer below it: ``calibrate``, ``compare``, ``report``,
 ``metrics``, ``data``, ``providers``, ``core``.

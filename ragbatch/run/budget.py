@@ -3,7 +3,8 @@
 Each call reserves its estimated cost times a safety margin before it is sent; the reply's
 real usage then settles it. When the next reservation would pass the limit, no further call is
 sent: the rows left are recorded as failed with kind ``budget-exhausted`` (not evaluated), the
-calls in flight finish, and the report says it is incomplete. Cache hits cost nothing and are
+calls in flight finish, and the report says it is incomplete. A run whose model the snapshot does
+not price is refused before its first call (see ``run.factory.spend_limit``). Cache hits cost nothing and are
 answered before this layer, so rerunning with a larger budget resumes where the run stopped.
 """
 
@@ -76,9 +77,10 @@ class BudgetedProvider:
             self.limit.settle(amount, 0.0)
             raise
         usage = reply.usage
-        self.limit.settle(
-            amount, self.limit.cost(reply.model, usage.input_tokens, usage.output_tokens)
-        )
+        # a release the snapshot does not price (behind a priced alias) is charged at the
+        # requested model's price: counting it as free would let the limit pass unseen
+        priced = reply.model if self.limit.pricing.price_for(reply.model) else self.model
+        self.limit.settle(amount, self.limit.cost(priced, usage.input_tokens, usage.output_tokens))
         return reply
 
     async def aclose(self) -> None:

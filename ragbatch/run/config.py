@@ -1,4 +1,4 @@
-"""Options of a run and its result, and the atomic file write every output uses (small I/O)."""
+"""Options of a run and its result, and the check of its output paths (small I/O)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from ragbatch.core.policy import Thresholds
 from ragbatch.core.schema import Row
+from ragbatch.data.output import check_output, write_bytes
 from ragbatch.metrics.ranking import DEFAULT_KS
 from ragbatch.providers.cache import CacheMode
 from ragbatch.providers.jev import (
@@ -20,6 +21,18 @@ DEFAULT_DATASET = Path("datasets/rag-fixture.jsonl")
 DEFAULT_OUT = Path("reports/report.json")
 DEFAULT_PRICING = Path("pricing/typesafe-2026-12.json")
 DEFAULT_CACHE = Path("cache")
+
+__all__ = [
+    "DEFAULT_CACHE",
+    "DEFAULT_DATASET",
+    "DEFAULT_OUT",
+    "DEFAULT_PRICING",
+    "JobConfig",
+    "JobResult",
+    "RowSource",
+    "check_outputs",
+    "write_bytes",
+]
 
 
 class RowSource(Protocol):
@@ -99,9 +112,10 @@ class JobResult:
         return f"JobResult(rows={self.report.dataset.rows}, wall_s={self.wall_s:.3f})"
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write atomically: a reader never sees half a report."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+def check_outputs(config: JobConfig) -> None:
+    """Refuse, before anything is read or sent, an output path that cannot be written."""
+    outputs = [("--partial-out", config.partial_out)] if config.shard else [("--out", config.out)]
+    outputs += [("--rows-out", config.rows_out), ("--run-record", config.run_record)]
+    for option, path in outputs:
+        if path is not None:
+            check_output(path, option)

@@ -25,7 +25,7 @@ from ragbatch.providers.jev import (
 )
 from ragbatch.providers.lexical import LexicalBaseline
 from ragbatch.providers.llm_judge import API_KEY_ENV, ChatClient, LlmClaimExtractor, LlmJudge
-from ragbatch.providers.mock import MockProvider
+from ragbatch.providers.mock import MOCK_MODEL, MockProvider
 from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.run.budget import BudgetedProvider, SpendLimit
 from ragbatch.run.config import JobConfig
@@ -42,16 +42,31 @@ def load_pricing(path: Path) -> PricingSnapshot:
     return parse_pricing(data, str(path))
 
 
+def spend_limit(config: JobConfig, pricing: PricingSnapshot) -> SpendLimit | None:
+    """The ``--max-cost`` limit, refused up front when the snapshot cannot price the model
+    (the limit could not be enforced: every call would count as free)."""
+    if config.max_cost is None:
+        return None
+    model = config.model or (DEFAULT_MODEL if config.provider == "jev" else MOCK_MODEL)
+    if pricing.price_for(model) is None:
+        raise PricingError(
+            f"--max-cost needs a price for model {model!r}, but the pricing snapshot "
+            f"{config.pricing} (version {pricing.version}) does not price it: add the model to "
+            "the snapshot (or pass --pricing FILE), or run without --max-cost"
+        )
+    return SpendLimit(config.max_cost, pricing)
+
+
 def make_provider(
     config: JobConfig, pricing: PricingSnapshot
 ) -> tuple[Provider, CachedProvider | None, list[str]]:
     """The provider for the run: budget-limited, and behind the reply cache for live Jev."""
-    limit = SpendLimit(config.max_cost, pricing) if config.max_cost is not None else None
+    if config.provider not in ("mock", "jev"):
+        raise ConfigError(f"unknown provider {config.provider!r}; choose mock or jev")
+    limit = spend_limit(config, pricing)
     if config.provider == "mock":
         provider: Provider = MockProvider(config.model) if config.model else MockProvider()
         return (BudgetedProvider(provider, limit) if limit else provider), None, []
-    if config.provider != "jev":
-        raise ConfigError(f"unknown provider {config.provider!r}; choose mock or jev")
     model = config.model or DEFAULT_MODEL
     warnings = []
     if model in MODEL_ALIASES and config.cache_mode != "off":

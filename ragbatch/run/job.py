@@ -38,6 +38,7 @@ from ragbatch.run.config import (
     JobConfig,
     JobResult,
     RowSource,
+    check_outputs,
     write_bytes,
 )
 from ragbatch.run.factory import (
@@ -50,6 +51,7 @@ from ragbatch.run.factory import (
 from ragbatch.run.progress import Progress, Snapshot, count_lines
 from ragbatch.run.runner import RunConfig, run_stream
 from ragbatch.run.shards import shard_of, write_partial
+from ragbatch.run.stop import StopWatch
 
 __all__ = [
     "DEFAULT_CACHE",
@@ -59,6 +61,7 @@ __all__ = [
     "JobConfig",
     "JobResult",
     "RowSource",
+    "check_outputs",
     "evaluate_async",
     "load_pricing",
     "load_thresholds",
@@ -110,12 +113,20 @@ def _ignore(message: str) -> None:
     return None
 
 
-async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignore) -> JobResult:
-    """Run the job inside an existing event loop; ``warn`` hears warnings as they arise."""
+async def evaluate_async(
+    config: JobConfig, warn: Callable[[str], None] = _ignore, stop: StopWatch | None = None
+) -> JobResult:
+    """Run the job inside an existing event loop; ``warn`` hears warnings as they arise.
+
+    With ``stop`` (the CLI's and the workers'), a signal or a lost parent ends the run early:
+    nothing more is sent, the cache is closed, nothing is written and :class:`Interrupted` is
+    raised (exit 130 for SIGINT, 143 for SIGTERM).
+    """
     if config.concurrency < 1:
         raise ConfigError(f"--concurrency must be at least 1, got {config.concurrency}")
     if config.shard is not None and config.partial_out is None:
         raise ConfigError("--shard needs --partial-out PATH (merge partials with ragbatch merge)")
+    check_outputs(config)
     pricing = load_pricing(config.pricing)
     thresholds, policy = load_thresholds(config)
     config = replace(config, thresholds=thresholds)
@@ -160,6 +171,7 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
     calls = CallLog(config.max_report_rows, known_rows, rows_out=config.rows_out is not None)
     kept: list[RowOutcome] = []  # a shard's outcomes, for its partial file
     started = time.perf_counter()
+    stopped = False
     try:
         run_config = RunConfig(
             config.concurrency,
@@ -183,7 +195,7 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
             if config.shard is not None:
                 kept.append(outcome)
 
-        try:
+        async def evaluate() -> None:
             await run_stream(
                 pairs,
                 provider,
@@ -192,10 +204,20 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
                 in_order,
                 progress.on_row if progress is not None else None,
             )
+
+        try:
+            if stop is not None:
+                stopped = await stop.run(evaluate)
+            else:
+                await evaluate()
         finally:
-            for watcher in (progress, rows_out):
-                if watcher is not None:
-                    watcher.close()
+            if progress is not None:
+                progress.close()
+            if rows_out is not None:
+                if stopped:  # cut short: no rows file under its name (a rerun writes it whole)
+                    rows_out.discard()
+                else:
+                    rows_out.close()
     except BaseExceptionGroup as group:
         error = _unwrap(group)
         if isinstance(error, RagbatchError):
@@ -206,6 +228,8 @@ async def evaluate_async(config: JobConfig, warn: Callable[[str], None] = _ignor
         await baseline.aclose()
         if claims is not None and not isinstance(claims.extractor, ClaimExtractor):
             await claims.extractor.aclose()
+    if stop is not None and stopped:
+        raise stop.interrupted(builder.rows, str(config.cache_dir) if cached else None)
     wall = time.perf_counter() - started
     report = builder.report(dataset_sha256=reader.sha256)
     data = report_bytes(report)
@@ -316,6 +340,8 @@ class CallLog:
         return record
 
 
-def run_job(config: JobConfig, warn: Callable[[str], None] = _ignore) -> JobResult:
+def run_job(
+    config: JobConfig, warn: Callable[[str], None] = _ignore, stop: StopWatch | None = None
+) -> JobResult:
     """Run the job in a fresh event loop (the CLI's entry)."""
-    return anyio.run(evaluate_async, config, warn)
+    return anyio.run(evaluate_async, config, warn, stop)

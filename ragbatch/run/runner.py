@@ -1,4 +1,5 @@
-"""Streams rows through concurrent provider calls: the ONLY task group (async I/O).
+"""Streams rows through concurrent provider calls: the task group of the evaluation (async I/O;
+``run.stop`` only adds a watcher beside it).
 
 Producer -> bounded memory object stream -> ``concurrency`` workers. Each worker asks Jev for
 one row (one request, every question), applies the policy and asks the baseline judge; outcomes

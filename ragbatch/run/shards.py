@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ragbatch.core.errors import ConfigError, DatasetError
 from ragbatch.core.outcome import RowOutcome
+from ragbatch.data.output import atomic_file
 from ragbatch.report.builder import RunInfo
 
 PARTIAL_VERSION = 1
@@ -77,13 +78,10 @@ def write_partial(
         complete=True,
         info=_INFO.dump_json(info),
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as handle:
+    with atomic_file(path) as handle:
         handle.write(header.model_dump_json().encode() + b"\n")
         for outcome in outcomes:
             handle.write(_OUTCOME.dump_json(outcome) + b"\n")
-    tmp.replace(path)
 
 
 def read_partial(path: Path) -> tuple[PartialHeader, list[RowOutcome]]:

@@ -3,35 +3,48 @@
 ``--workers W`` starts W processes (spawned, so each has its own interpreter and core), each
 evaluating shard k/W with 1/W of the concurrency and of the rate budgets, all sharing the
 cache directory (diskcache is safe across processes). The partial results are merged with
-the same code as ``ragbatch merge``, so the report equals a single-process report.
+the same code as ``ragbatch merge``, so the report equals a single-process report; each worker's
+``--rows-out`` goes to its own file, interleaved back into input order at the end.
+
+Workers never outlive their run: SIGINT/SIGTERM of the parent is passed on to them as SIGTERM
+(each stops sending and closes the cache), and a worker whose parent is killed outright
+(``kill -9``) notices within a fraction of a second and stops the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
+import os
+import signal
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ragbatch.core.errors import RagbatchError
+from ragbatch.core.errors import EXIT_ABORTED, Interrupted, RagbatchError
 from ragbatch.report.builder import summarize
 from ragbatch.report.models import report_bytes
-from ragbatch.run.job import JobConfig, JobResult, run_job, write_bytes
-from ragbatch.run.shards import merge_partials
+from ragbatch.report.rows_out import RowsWriter, merge_rows
+from ragbatch.run.factory import load_pricing, spend_limit
+from ragbatch.run.job import JobConfig, JobResult, check_outputs, run_job, write_bytes
+from ragbatch.run.shards import merge_partials, shard_of
+from ragbatch.run.stop import SIGNALS, StopWatch
 
 
-def shard_config(config: JobConfig, k: int, workers: int, partial: Path) -> JobConfig:
-    """The options of worker k: its shard and its share of every budget."""
+def shard_config(
+    config: JobConfig, k: int, workers: int, partial: Path, rows: Path | None = None
+) -> JobConfig:
+    """The options of worker k: its shard, its own files and its share of every budget."""
     return replace(
         config,
         shard=(k, workers),
         partial_out=partial,
+        rows_out=rows,
         out=None,
         run_record=None,
         max_report_rows=0,  # the shard's own report is not written: skip its rows
@@ -41,14 +54,14 @@ def shard_config(config: JobConfig, k: int, workers: int, partial: Path) -> JobC
     )
 
 
-def run_shard_task(config: JobConfig) -> dict[str, Any]:
+def run_shard_task(config: JobConfig, stop: StopWatch | None = None) -> dict[str, Any]:
     """One shard in a worker process or a Dask task: its partial goes to ``config.partial_out``.
 
-    A RagbatchError comes back as data (raised again by :func:`finish`): some subclasses (``DatasetError(path, line, …)``)
-    cannot be rebuilt by pickle from their message alone.
+    A RagbatchError comes back as data (raised again by :func:`finish`): some subclasses
+    (``DatasetError(path, line, …)``) cannot be rebuilt by pickle from their message alone.
     """
     try:
-        result = run_job(config)
+        result = run_job(config, stop=stop)
     except RagbatchError as exc:
         return {"error": str(exc), "kind": type(exc).__name__, "exitCode": exc.exit_code}
     record = result.record
@@ -66,14 +79,19 @@ def finish(
     results: list[dict[str, Any]],
     started: float,
     facts: dict[str, Any],
+    row_files: list[Path] | None = None,
 ) -> JobResult:
-    """Raise a shard's error, else merge the partials and write the report (and run record)."""
+    """Raise a shard's error, else merge the partials and write the report (and run record);
+    with ``row_files`` (each shard's --rows-out), merge those into ``config.rows_out`` too."""
     for k, done in enumerate(results, start=1):
         if "error" in done:
             error = RagbatchError(f"shard {k}/{len(results)}: {done['error']}")
             error.exit_code = done["exitCode"]
             raise error
     info, outcomes = merge_partials(partials)
+    if config.rows_out is not None and row_files is not None:
+        shards = len(row_files)
+        merge_rows(config.rows_out, row_files, (shard_of(o.row.id, shards) - 1 for o in outcomes))
     # the shards skipped their own rows[]; the merged report follows the caller's limit
     report = summarize(outcomes, replace(info, max_report_rows=config.max_report_rows))
     data = report_bytes(report)
@@ -88,13 +106,120 @@ def finish(
     return JobResult(report, data, wall, rate, record)
 
 
+def worker_main(config: JobConfig, parent_pid: int, result: Path) -> None:
+    """A worker process: run one shard and leave its outcome in ``result`` for the parent.
+
+    Ctrl-C reaches the whole process group; only the parent acts on it (it sends each worker
+    SIGTERM), so the workers ignore SIGINT. A worker whose parent dies stops by itself.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stop = StopWatch(signals=(signal.SIGTERM,), parent_pid=parent_pid)
+    done = run_shard_task(config, stop)
+    if not stop.orphaned:
+        result.write_bytes(orjson.dumps(done))
+        return
+    # nobody will read a result or remove the parent's temporary directory: the last worker
+    # out removes it (a stopped worker wrote no partial and discarded its rows file)
+    with contextlib.suppress(OSError):
+        result.parent.rmdir()
+
+
+def _lost(exitcode: int | None) -> dict[str, Any]:
+    """The outcome of a worker that left no result (killed, or crashed with a traceback)."""
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        message = f"the worker was killed by {name}; rerun to resume from the cache"
+        return {"error": message, "exitCode": EXIT_ABORTED}
+    message = f"the worker exited with code {exitcode} (see its message above)"
+    return {"error": message, "exitCode": 1}
+
+
+def run_processes(configs: list[JobConfig], results: list[Path]) -> list[dict[str, Any]]:
+    """Start one spawned process per config and wait for all of them.
+
+    On SIGINT or SIGTERM the parent sends every worker SIGTERM (each stops sending, closes the
+    cache and exits), waits for them and raises :class:`Interrupted`.
+    """
+    context = multiprocessing.get_context("spawn")
+    processes = [
+        context.Process(
+            target=worker_main,
+            args=(c, os.getpid(), r),
+            name=f"ragbatch-worker-{k}",
+        )
+        for k, (c, r) in enumerate(zip(configs, results, strict=True), start=1)
+    ]
+    received: list[int] = []
+    signalled: set[int] = set()
+
+    def stop_workers() -> None:
+        for process in processes:
+            if process.pid is not None and process.pid not in signalled:
+                signalled.add(process.pid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGTERM)
+
+    def on_signal(signum: int, frame: object) -> None:
+        received.append(signum)
+        stop_workers()
+
+    previous = {s: signal.signal(s, on_signal) for s in SIGNALS}
+    try:
+        for process in processes:
+            if received:
+                break
+            process.start()
+        if received:  # a signal during start-up may have missed the last one started
+            stop_workers()
+        for process in processes:
+            if process.pid is not None:
+                process.join()
+    except BaseException:  # the parent failed: its workers must not go on without it
+        stop_workers()
+        for process in processes:
+            if process.pid is not None:
+                process.join()
+        raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received:
+        name = signal.Signals(received[0]).name
+        raise Interrupted(
+            f"interrupted by {name}: the workers stopped, no report written; every finished "
+            f"reply is in the cache ({configs[0].cache_dir}), rerun the same command to resume",
+            received[0],
+        )
+    return [
+        orjson.loads(path.read_bytes()) if path.exists() else _lost(process.exitcode)
+        for process, path in zip(processes, results, strict=True)
+    ]
+
+
 def run_workers(config: JobConfig, workers: int) -> JobResult:
     """Run ``workers`` shard processes and merge their partials into one report."""
     started = time.perf_counter()
+    check_outputs(config)  # refused here, before any worker starts
+    spend_limit(config, load_pricing(config.pricing))
     with tempfile.TemporaryDirectory(prefix="ragbatch-workers-") as tmp:
-        partials = [Path(tmp) / f"part-{k}-of-{workers}.jsonl" for k in range(1, workers + 1)]
-        configs = [shard_config(config, k, workers, p) for k, p in enumerate(partials, start=1)]
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            results = list(pool.map(run_shard_task, configs))
-        return finish(config, partials, results, started, {"workers": workers})
+        shards = range(1, workers + 1)
+        partials = [Path(tmp) / f"part-{k}-of-{workers}.jsonl" for k in shards]
+        # each worker streams its rows to its own file beside the final one (the same disk,
+        # not a small /tmp); the parent interleaves them at the end and removes them
+        target = config.rows_out
+        rows = (
+            [target.with_name(f".{target.name}.{k}-of-{workers}") for k in shards]
+            if target
+            else None
+        )
+        configs = [
+            shard_config(config, k, workers, partials[k - 1], rows[k - 1] if rows else None)
+            for k in shards
+        ]
+        try:
+            results = run_processes(configs, [Path(tmp) / f"result-{k}.json" for k in shards])
+            return finish(config, partials, results, started, {"workers": workers}, rows)
+        finally:
+            for path in rows or ():  # a killed worker leaves its rows unfinished
+                path.unlink(missing_ok=True)
+                RowsWriter.part_of(path).unlink(missing_ok=True)

@@ -1,0 +1,81 @@
+"""Stopping a run from outside: SIGINT/SIGTERM, or a worker's parent process going away (I/O).
+
+:meth:`StopWatch.run` runs the evaluation next to a watcher; on a signal, or when the process
+that started this worker is no longer its parent (``kill -9`` of ``ragbatch run --workers``, a
+cancelled CI job), the watcher cancels the evaluation: nothing more is sent, calls in flight are
+dropped, and the job's clean-up closes the provider and the cache as after a normal run. Every
+reply that arrived is already in the cache, so a rerun resumes and pays again only for the calls
+that were in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import anyio
+from anyio import CancelScope
+from anyio.abc import TaskStatus
+
+from ragbatch.core.errors import Interrupted
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@dataclass
+class StopWatch:
+    """What stops a run early: ``signals`` (handled only while the run is on) and, for a worker,
+    the loss of its parent ``parent_pid`` (checked every ``poll_s`` seconds)."""
+
+    signals: tuple[signal.Signals, ...] = SIGNALS
+    parent_pid: int | None = None
+    poll_s: float = 0.2
+    signum: int | None = field(default=None, init=False)
+    orphaned: bool = field(default=False, init=False)
+
+    async def run(self, body: Callable[[], Awaitable[object]]) -> bool:
+        """Run ``body`` to its end or until a stop comes; True when it was cut short."""
+        finished = False
+        async with anyio.create_task_group() as tg:
+            if self.signals:
+                await tg.start(self._signals, tg.cancel_scope)
+            if self.parent_pid is not None:
+                tg.start_soon(self._parent, tg.cancel_scope, self.parent_pid)
+            await body()
+            finished = True
+            tg.cancel_scope.cancel()
+        return not finished
+
+    def interrupted(self, rows_done: int, cache: str | None) -> Interrupted:
+        """The error that ends a run cut short after ``rows_done`` rows."""
+        where = f" ({cache})" if cache else ""
+        signum: int = signal.SIGTERM if self.orphaned else (self.signum or signal.SIGINT)
+        cause = (
+            "its parent process went away"
+            if self.orphaned
+            else f"interrupted by {signal.Signals(signum).name}"
+        )
+        return Interrupted(
+            f"{cause} after {rows_done} rows: no report written; every finished reply is in the "
+            f"cache{where}, rerun the same command to resume",
+            signum,
+        )
+
+    async def _signals(
+        self, scope: CancelScope, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        with anyio.open_signal_receiver(*self.signals) as received:
+            task_status.started()
+            async for signum in received:
+                self.signum = int(signum)
+                scope.cancel()
+                return
+
+    async def _parent(self, scope: CancelScope, parent_pid: int) -> None:
+        # reparented (to init or a subreaper) once the parent is gone: getppid() changes
+        while os.getppid() == parent_pid:
+            await anyio.sleep(self.poll_s)
+        self.orphaned = True
+        scope.cancel()

@@ -1,0 +1,238 @@
+"""``--workers``: per-row results survive the split, and workers never outlive their run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+from typer.testing import CliRunner
+
+from ragbatch.cli.app import app
+from ragbatch.providers.cache import ReplyCache
+from ragbatch.testing import JevServer
+from tests.conftest import JEV_KEY
+from tests.run.test_resume import StartServer, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+DATASET = ROOT / "datasets" / "rag-fixture.jsonl"
+PRICING = ROOT / "pricing" / "typesafe-2026-12.json"
+ROWS = 48
+CONCURRENCY = 4
+ENV = {**os.environ, "TYPESAFE_API_KEY": JEV_KEY}
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(app, [*args], env=env)
+    return result.exit_code, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_workers_rows_out_equals_single_process_bytes(tmp_path: Path, workers: int) -> None:
+    single, multi = tmp_path / "single.jsonl", tmp_path / "multi.jsonl"
+    common = ("run", str(DATASET), "--pricing", str(PRICING), "--quiet")
+    code, text = cli(*common, "--out", str(tmp_path / "s.json"), "--rows-out", str(single))
+    assert code == 0, text
+    code, text = cli(
+        *common, "--workers", str(workers), "--out", str(tmp_path / "m.json"),
+        "--rows-out", str(multi),
+    )  # fmt: skip
+    assert code == 0, text
+    assert len(multi.read_bytes().splitlines()) == ROWS
+    assert multi.read_bytes() == single.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "m.json", "multi.jsonl", "s.json", "single.jsonl"
+    ]  # fmt: skip
+
+
+def test_live_workers_rows_out_equals_the_single_process_replay(
+    jev_server: JevServer, tmp_path: Path
+) -> None:
+    cache, multi, single = tmp_path / "cache", tmp_path / "multi.jsonl", tmp_path / "single.jsonl"
+    common = (
+        "run", str(DATASET), "--provider", "jev", "--model", "jev-1.13.0", "--cache-dir",
+        str(cache), "--pricing", str(PRICING), "--quiet",
+    )  # fmt: skip
+    code, text = cli(
+        *common, "--base-url", jev_server.base_url, "--workers", "2", "--concurrency", "4",
+        "--out", str(tmp_path / "m.json"), "--rows-out", str(multi),
+        env={"TYPESAFE_API_KEY": JEV_KEY},
+    )  # fmt: skip
+    assert code == 0, text
+    assert jev_server.successful == ROWS
+    code, text = cli(
+        *common, "--offline", "--out", str(tmp_path / "s.json"), "--rows-out", str(single)
+    )
+    assert code == 0, text
+    assert multi.read_bytes() == single.read_bytes()
+    assert (tmp_path / "m.json").read_bytes() == (tmp_path / "s.json").read_bytes()
+
+
+def live_command(server: JevServer, tmp_path: Path, *extra: str) -> list[str]:
+    """A live run of the fixture writing its report and rows under ``tmp_path / "out"``."""
+    out = tmp_path / "out"
+    return [
+        sys.executable, "-m", "ragbatch", "run", str(DATASET), "--provider", "jev",
+        "--base-url", server.base_url, "--model", "jev-1.13.0", "--concurrency", str(CONCURRENCY),
+        "--cache-dir", str(tmp_path / "cache"), "--out", str(out / "r.json"),
+        "--rows-out", str(out / "rows.jsonl"), "--pricing", str(PRICING), "--quiet", *extra,
+    ]  # fmt: skip
+
+
+def start(command: list[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        command, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+
+
+def cached_entries(tmp_path: Path) -> int:
+    cache = ReplyCache(tmp_path / "cache")
+    try:
+        return len(cache)
+    finally:
+        cache.close()
+
+
+def is_running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_until(predicate: Callable[[], bool], limit_s: float) -> float:
+    """Seconds until ``predicate`` held (fails after ``limit_s``)."""
+    began = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - began < limit_s, "timed out"
+        time.sleep(0.02)
+    return time.monotonic() - began
+
+
+def assert_resumes(server: JevServer, tmp_path: Path, *extra: str) -> None:
+    """After a stopped run: the rerun pays only for what is not in the cache, and finishes."""
+    time.sleep(0.2)  # replies the server was still writing to the stopped client get counted
+    answered, cached = server.successful, cached_entries(tmp_path)
+    assert answered - cached <= CONCURRENCY  # only calls in flight were lost
+    rerun = subprocess.run(live_command(server, tmp_path, *extra), cwd=ROOT, env=ENV,
+                           capture_output=True, timeout=120)  # fmt: skip
+    assert rerun.returncode == 0, rerun.stderr.decode()
+    assert server.successful == answered + ROWS - cached
+    assert len((tmp_path / "out" / "rows.jsonl").read_bytes().splitlines()) == ROWS
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_the_run_and_a_rerun_resumes(
+    start_jev_server: StartServer, tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    server = start_jev_server(latency_s=0.1)
+    proc = start(live_command(server, tmp_path))
+    try:
+        wait_for(lambda: server.successful >= 8, proc, limit_s=60)
+        proc.send_signal(sig)
+        signalled = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert time.monotonic() - signalled < 5
+    assert proc.returncode == code, err.decode()
+    lines = err.decode().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: interrupted by {sig.name} after ")
+    assert lines[0].endswith(f"cache ({tmp_path / 'cache'}), rerun the same command to resume")
+    assert list((tmp_path / "out").iterdir()) == []  # no report, no rows file, no temp file
+    assert server.successful < ROWS
+    assert_resumes(server, tmp_path)
+
+
+def workers_of(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    """The parent's worker processes (and multiprocessing's resource tracker)."""
+    kids: list[psutil.Process] = []
+
+    def started() -> bool:
+        kids[:] = psutil.Process(proc.pid).children(recursive=True)
+        return len(kids) >= 2
+
+    wait_until(started, limit_s=60)
+    return kids
+
+
+def test_killing_the_workers_parent_stops_its_workers(
+    start_jev_server: StartServer, tmp_path: Path
+) -> None:
+    server = start_jev_server(latency_s=0.2)
+    proc = start(live_command(server, tmp_path, "--workers", "2"))
+    try:
+        wait_for(lambda: server.requests_total >= 4, proc, limit_s=60)
+        kids = workers_of(proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        wait_until(lambda: not any(is_running(kid) for kid in kids), limit_s=5)
+    finally:
+        for kid in kids:
+            if is_running(kid):
+                kid.kill()
+    sent = server.requests_total
+    time.sleep(1.0)
+    assert server.requests_total == sent  # nobody is calling the API any more
+    assert sent < ROWS
+    assert_resumes(server, tmp_path, "--workers", "2")
+
+
+def test_sigterm_of_the_workers_parent_stops_them_with_143(
+    start_jev_server: StartServer, tmp_path: Path
+) -> None:
+    server = start_jev_server(latency_s=0.2)
+    proc = start(live_command(server, tmp_path, "--workers", "2"))
+    kids: list[psutil.Process] = []
+    try:
+        wait_for(lambda: server.requests_total >= 4, proc, limit_s=60)
+        kids = workers_of(proc)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        wait_until(lambda: not any(is_running(kid) for kid in kids), limit_s=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for kid in kids:
+            if is_running(kid):
+                kid.kill()
+    assert proc.returncode == 143, err.decode()
+    assert err.decode().splitlines() == [
+        "error: interrupted by SIGTERM: the workers stopped, no report written; every finished "
+        f"reply is in the cache ({tmp_path / 'cache'}), rerun the same command to resume"
+    ]
+    assert not (tmp_path / "out" / "r.json").exists()
+    assert_resumes(server, tmp_path, "--workers", "2")
+
+
+def test_a_killed_worker_fails_the_run_with_4_and_leaves_no_files(
+    start_jev_server: StartServer, tmp_path: Path
+) -> None:
+    server = start_jev_server(latency_s=0.2)
+    proc = start(live_command(server, tmp_path, "--workers", "2"))
+    try:
+        wait_for(lambda: server.requests_total >= 4, proc, limit_s=60)
+        workers = [kid for kid in workers_of(proc) if "resource_tracker" not in kid.cmdline()[-1]]
+        victim = workers[0]
+        victim.kill()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 4, err.decode()
+    lines = err.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: shard "), lines
+    assert lines[0].endswith(": the worker was killed by SIGKILL; rerun to resume from the cache")
+    assert list((tmp_path / "out").iterdir()) == []  # no report, no rows, no worker leftovers
+    assert_resumes(server, tmp_path, "--workers", "2")
