@@ -387,7 +387,7 @@ def run(
     except RagbatchError as error:
         raise fail(error) from None
     if not quiet:
-        typer.echo(summary_text(result.report))
+        typer.echo(summary_text(result.report, result.record))
         typer.echo(run_text(result.record))
         if rows_out is not None:
             typer.echo(f"  per-row results: {rows_out}")

@@ -17,7 +17,7 @@ import anyio
 import orjson
 
 from ragbatch.core.claims import ClaimExtractor
-from ragbatch.core.errors import ConfigError, RagbatchError
+from ragbatch.core.errors import BUDGET_KIND, ConfigError, RagbatchError
 from ragbatch.core.outcome import RowOutcome
 from ragbatch.core.pricing import PricingSnapshot, total_cost
 from ragbatch.core.provider import Provider
@@ -248,6 +248,38 @@ async def evaluate_async(
     return JobResult(report, data, wall, rate, record)
 
 
+class FailureLog:
+    """Failed rows by kind, Jev's and the baseline's, each with its first row id and message
+    (for the terminal summary; the report keeps the counts, the run record these too)."""
+
+    def __init__(self) -> None:
+        self.jev: dict[str, dict[str, Any]] = {}
+        self.baseline: dict[str, dict[str, Any]] = {}
+
+    def add(self, o: RowOutcome) -> None:
+        if o.jev.failure is not None and o.jev.failure.kind == BUDGET_KIND:
+            return  # not evaluated (--max-cost): reported as incomplete, not as a failure
+        for kinds, failure in ((self.jev, o.jev.failure), (self.baseline, o.baseline.failure)):
+            if failure is not None:
+                first = {"rows": 0, "firstId": o.row.id, "firstMessage": failure.message}
+                kinds.setdefault(failure.kind, first)["rows"] += 1
+
+    def record(self) -> dict[str, Any]:
+        """``{"jev": {kind: {rows, firstId, firstMessage}}, "baseline": {...}}``, kinds sorted."""
+        return {
+            "jev": dict(sorted(self.jev.items())),
+            "baseline": dict(sorted(self.baseline.items())),
+        }
+
+
+def failures_of(outcomes: list[RowOutcome]) -> dict[str, Any]:
+    """:meth:`FailureLog.record` of finished outcomes (a merge of shards)."""
+    log = FailureLog()
+    for outcome in outcomes:
+        log.add(outcome)
+    return log.record()
+
+
 class CallLog:
     """Per-row call facts for the run record (cached? attempts, retries, latency, request id),
     kept while the run has at most ``limit`` rows; retry counts are always totalled."""
@@ -259,11 +291,13 @@ class CallLog:
         self.rows_out = rows_out
         self.rows = 0
         self.retries: Counter[str] = Counter()
+        self.failures = FailureLog()
         over = limit is not None and expected_rows is not None and expected_rows > limit
         self.calls: list[dict[str, Any]] | None = None if over else []
 
     def add(self, o: RowOutcome) -> None:
         self.rows += 1
+        self.failures.add(o)
         reply, failure = o.jev.reply, o.jev.failure
         if reply is not None:
             self.retries.update(reply.retries)
@@ -307,6 +341,7 @@ class CallLog:
             "wallSeconds": wall,
             "rowsPerSecond": rate,
             "retriesByStatus": dict(sorted(self.retries.items())),
+            "failuresByKind": self.failures.record(),
         }
         if cached is not None:
             stats = cached.stats

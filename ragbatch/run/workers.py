@@ -31,7 +31,14 @@ from ragbatch.report.builder import summarize
 from ragbatch.report.models import report_bytes
 from ragbatch.report.rows_out import RowsWriter, merge_rows
 from ragbatch.run.factory import load_pricing, spend_limit
-from ragbatch.run.job import JobConfig, JobResult, check_outputs, run_job, write_bytes
+from ragbatch.run.job import (
+    JobConfig,
+    JobResult,
+    check_outputs,
+    failures_of,
+    run_job,
+    write_bytes,
+)
 from ragbatch.run.shards import merge_partials, shard_of
 from ragbatch.run.stop import SIGNALS, StopWatch
 
@@ -100,6 +107,7 @@ def finish(
     wall = time.perf_counter() - started
     rate = len(outcomes) / wall if wall > 0 else 0.0
     record = {"rows": len(outcomes), "wallSeconds": wall, "rowsPerSecond": rate, **facts}
+    record["failuresByKind"] = failures_of(outcomes)
     record["shardRuns"] = results
     if config.run_record is not None:
         write_bytes(config.run_record, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
