@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import orjson
 from typer.testing import CliRunner
 
 from ragbatch.cli.app import app
@@ -41,3 +43,32 @@ def test_a_clean_run_prints_no_failure_section(tmp_path: Path) -> None:
     code, stdout, _ = run(["run", "--out", str(tmp_path / "r.json")])
     assert code == 0
     assert "failures by kind" not in stdout
+
+
+def test_offline_misses_are_counted_and_the_recorded_model_is_named(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    shutil.copytree(ROOT / "cache", cache)  # opening a diskcache may touch its SQLite files
+    record = tmp_path / "record.json"
+    args = ["run", "--provider", "jev", "--offline", "--cache-dir", str(cache)]
+    code, stdout, stderr = run(
+        [*args, "--out", str(tmp_path / "r.json"), "--run-record", str(record)]
+    )
+    assert code == 3
+    assert (
+        "warning: --offline: every lookup missed the cache (48 misses); it holds replies recorded "
+        "for jev-1.13.0, not for jev-latest: pass --model jev-1.13.0 to replay them\n"
+    ) in stderr
+    assert ", cache 0 hits / 48 misses\n" in stdout
+    assert (
+        "      what to do: the cache holds replies recorded for jev-1.13.0, not for jev-latest: "
+        "pass --model jev-1.13.0 to replay them, or run without --offline to record these\n"
+    ) in stdout
+    facts = orjson.loads(record.read_bytes())
+    assert (facts["cache"]["hits"], facts["cache"]["misses"]) == (0, 48)
+    assert facts["cache"]["recordedModels"] == ["jev-1.13.0"]
+    assert facts["failuresByKind"]["jev"]["cache-miss"]["rows"] == 48
+    # the right model replays every row: nothing to say
+    code, stdout, stderr = run([*args, "--model", "jev-1.13.0", "--out", str(tmp_path / "s.json")])
+    assert code == 0
+    assert "--offline: every lookup missed" not in stderr
+    assert ", cache 48 hits / 0 misses" in stdout

@@ -243,9 +243,27 @@ async def evaluate_async(
     if cached is not None:
         for warning in cached.warnings:
             warn(warning)
+        other = offline_models(cached)
+        if other:
+            record["cache"]["recordedModels"] = other
+            warn(
+                f"--offline: every lookup missed the cache ({cached.stats.misses} misses); it "
+                f"holds replies recorded for {', '.join(other)}, not for {cached.model}: pass "
+                f"--model {other[0]} to replay them"
+            )
     if config.run_record is not None:
         write_bytes(config.run_record, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
     return JobResult(report, data, wall, rate, record)
+
+
+def offline_models(cached: CachedProvider) -> list[str]:
+    """After an offline run in which every lookup missed: the models the cache's replies were
+    recorded for, when the requested one is not among them (else [])."""
+    stats = cached.stats
+    if cached.mode != "offline" or cached.cache is None or stats.hits or not stats.misses:
+        return []
+    models = cached.cache.recorded_models()
+    return models if models and cached.model not in models else []
 
 
 class FailureLog:
