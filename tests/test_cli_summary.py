@@ -6,9 +6,13 @@ import shutil
 from pathlib import Path
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
 from ragbatch.cli.app import app
+from ragbatch.run import workers as worker_processes
+from ragbatch.run.job import JobConfig
+from ragbatch.run.shards import shard_of
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "datasets/rag-fixture.jsonl"
@@ -72,3 +76,43 @@ def test_offline_misses_are_counted_and_the_recorded_model_is_named(tmp_path: Pa
     assert code == 0
     assert "--offline: every lookup missed" not in stderr
     assert ", cache 48 hits / 0 misses" in stdout
+
+
+def test_shard_progress_counts_the_shards_own_rows(tmp_path: Path) -> None:
+    ids = [orjson.loads(line)["id"] for line in FIXTURE.read_bytes().splitlines() if line.strip()]
+    mine = sum(shard_of(row_id, 3) == 1 for row_id in ids)
+    assert 0 < mine < len(ids) == 48
+    args = ["run", "--shard", "1/3", "--partial-out", str(tmp_path / "p.jsonl")]
+    code, _, stderr = run([*args, "--out", str(tmp_path / "r.json")])
+    assert code == 0
+    last = stderr.splitlines()[-1]
+    assert last.startswith(f"progress (shard 1/3): {mine}/{mine} rows, ")
+
+
+def test_workers_are_capped_at_the_cores_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_processes, "available_cores", lambda: 1)
+    out = tmp_path / "r.json"
+    code, _, stderr = run(["run", "--workers", "100", "--out", str(out), "--quiet"])
+    assert code == 0
+    assert stderr == (
+        "warning: --workers 100 capped at 1 (48 rows, 1 core): more processes than rows or "
+        "cores only add start-up time\n"
+    )
+    assert out.read_bytes() == (ROOT / "reports/expected-report.json").read_bytes()
+
+
+def test_workers_are_capped_at_the_row_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_processes, "available_cores", lambda: 16)
+    small = tmp_path / "three.jsonl"
+    small.write_bytes(b"".join(FIXTURE.read_bytes().splitlines(keepends=True)[:3]))
+    config = JobConfig(dataset=small)
+    heard: list[str] = []
+    assert worker_processes.cap_workers(config, 8, heard.append) == 3
+    assert heard == [
+        "--workers 8 capped at 3 (3 rows): more processes than rows or cores only add start-up time"
+    ]
+    assert worker_processes.cap_workers(config, 2, heard.append) == 2 and len(heard) == 1

@@ -368,16 +368,13 @@ def run(
         for option, view in (("--markdown", markdown), ("--html", html)):
             if view is not None:
                 check_output(view, option)
+        warn = lambda text: typer.echo(f"warning: {text}", err=True)  # noqa: E731
         if workers > 1:
             if config.shard is not None:
                 raise ConfigError("--workers and --shard cannot be used together")
-            result = run_workers(config, workers)
+            result = run_workers(config, workers, warn)
         else:
-            result = run_job(
-                config,
-                warn=lambda text: typer.echo(f"warning: {text}", err=True),
-                stop=StopWatch(),
-            )
+            result = run_job(config, warn=warn, stop=StopWatch())
     except RagbatchError as error:
         raise fail(error) from None
     except KeyboardInterrupt:  # SIGINT outside the run's own handling (start-up, a second one)

@@ -50,7 +50,7 @@ from ragbatch.run.factory import (
 )
 from ragbatch.run.progress import Progress, Snapshot, count_lines
 from ragbatch.run.runner import RunConfig, run_stream
-from ragbatch.run.shards import shard_of, write_partial
+from ragbatch.run.shards import count_shard_rows, shard_of, write_partial
 from ragbatch.run.stop import StopWatch
 
 __all__ = [
@@ -102,8 +102,14 @@ def watch(
                 live.concurrency = lambda: limiter.limit
                 live.retries = lambda: sum(counts.values())
                 live.throttled = lambda: limiter.stats.throttled
+        shard = config.shard
         progress = Progress(
-            total, pricing, live, mode=config.progress, interval=config.progress_interval
+            total,
+            pricing,
+            live,
+            label=f"shard {shard[0]}/{shard[1]}" if shard else "",
+            mode=config.progress,
+            interval=config.progress_interval,
         )
     rows_out = RowsWriter(config.rows_out) if config.rows_out is not None else None
     return progress, rows_out
@@ -140,6 +146,9 @@ async def evaluate_async(
         ignore_unknown_fields=config.ignore_unknown_fields,
     )
     total = count_lines(str(config.dataset)) if config.source is None else None
+    if config.shard is not None:  # progress counts against the shard's own rows
+        jsonl = config.format == "jsonl" and config.source is None and config.progress != "none"
+        total = count_shard_rows(config.dataset, config.shard) if jsonl else None
     limit = config.max_report_rows
     # a JSONL file's non-blank lines are its rows (any other line fails the run)
     known_rows = total if config.format == "jsonl" and config.shard is None else None

@@ -20,6 +20,7 @@ import os
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 import orjson
 
 from ragbatch.core.errors import EXIT_ABORTED, Interrupted, RagbatchError
+from ragbatch.data.formats import open_dataset
 from ragbatch.report.builder import summarize
 from ragbatch.report.models import report_bytes
 from ragbatch.report.rows_out import RowsWriter, merge_rows
@@ -39,6 +41,7 @@ from ragbatch.run.job import (
     run_job,
     write_bytes,
 )
+from ragbatch.run.progress import count_lines
 from ragbatch.run.shards import merge_partials, shard_of
 from ragbatch.run.stop import SIGNALS, StopWatch
 
@@ -204,11 +207,59 @@ def run_processes(configs: list[JobConfig], results: list[Path]) -> list[dict[st
     ]
 
 
-def run_workers(config: JobConfig, workers: int) -> JobResult:
-    """Run ``workers`` shard processes and merge their partials into one report."""
+def available_cores() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def dataset_rows(config: JobConfig) -> int | None:
+    """Rows in the dataset (a JSONL file's non-blank lines; other formats are read), or None
+    when unknown (the run itself reports a bad file)."""
+    if config.source is not None:
+        return None
+    if config.format == "jsonl":
+        return count_lines(str(config.dataset))
+    reader = open_dataset(
+        config.dataset,
+        config.format,
+        mapping=config.mapping,
+        outputs=config.outputs,
+        ignore_unknown_fields=config.ignore_unknown_fields,
+    )
+    return sum(1 for _ in reader)
+
+
+def cap_workers(config: JobConfig, workers: int, warn: Callable[[str], None]) -> int:
+    """``workers``, at most one per row and one per core; ``warn`` says when it was capped
+    (each process costs an interpreter start, and more than the cores only share them)."""
+    rows, cores = dataset_rows(config), available_cores()
+    limits = [(cores, f"{cores} core" + "s" * (cores != 1))]
+    if rows is not None:
+        limits.insert(0, (max(rows, 1), f"{rows} row" + "s" * (rows != 1)))
+    reasons = [text for limit, text in limits if limit < workers]
+    capped = min([workers, *(limit for limit, _ in limits)])
+    if capped < workers:
+        warn(
+            f"--workers {workers} capped at {capped} ({', '.join(reasons)}): more processes "
+            "than rows or cores only add start-up time"
+        )
+    return capped
+
+
+def run_workers(
+    config: JobConfig, workers: int, warn: Callable[[str], None] | None = None
+) -> JobResult:
+    """Run ``workers`` shard processes (capped by :func:`cap_workers`) and merge their
+    partials into one report; one process left runs the job in this one."""
     started = time.perf_counter()
     check_outputs(config)  # refused here, before any worker starts
     spend_limit(config, load_pricing(config.pricing))
+    workers = cap_workers(config, workers, warn or (lambda _: None))
+    if workers == 1:
+        return run_job(config, warn or (lambda _: None), stop=StopWatch())
     with tempfile.TemporaryDirectory(prefix="ragbatch-workers-") as tmp:
         shards = range(1, workers + 1)
         partials = [Path(tmp) / f"part-{k}-of-{workers}.jsonl" for k in shards]
