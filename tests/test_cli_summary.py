@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import orjson
@@ -116,3 +117,14 @@ def test_workers_are_capped_at_the_row_count(
         "--workers 8 capped at 3 (3 rows): more processes than rows or cores only add start-up time"
     ]
     assert worker_processes.cap_workers(config, 2, heard.append) == 2 and len(heard) == 1
+
+
+def test_html_without_its_extra_fails_before_the_first_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "jinja2", None)  # as on a base install
+    out, page = tmp_path / "r.json", tmp_path / "r.html"
+    code, stdout, stderr = run(["run", "--out", str(out), "--html", str(page)])
+    assert (code, stdout) == (2, "")
+    assert stderr == "error: the HTML report needs the 'html' extra: pip install 'ragbatch[html]'\n"
+    assert not out.exists() and not page.exists()  # no row was evaluated, nothing written

@@ -28,7 +28,7 @@ from ragbatch.data.output import check_output
 from ragbatch.metrics.ranking import DEFAULT_KS
 from ragbatch.providers.cache import CacheMode
 from ragbatch.providers.jev import DEFAULT_BASE_URL
-from ragbatch.report.html import report_html
+from ragbatch.report.html import report_html, require_html_extra
 from ragbatch.report.markdown import report_markdown
 from ragbatch.report.models import Report, report_schema
 from ragbatch.report.text import run_text, summary_text
@@ -368,6 +368,8 @@ def run(
         for option, view in (("--markdown", markdown), ("--html", html)):
             if view is not None:
                 check_output(view, option)
+        if html is not None:
+            require_html_extra()  # before the first row, not after the whole run
         warn = lambda text: typer.echo(f"warning: {text}", err=True)  # noqa: E731
         if workers > 1:
             if config.shard is not None:
