@@ -128,3 +128,39 @@ def test_html_without_its_extra_fails_before_the_first_row(
     assert (code, stdout) == (2, "")
     assert stderr == "error: the HTML report needs the 'html' extra: pip install 'ragbatch[html]'\n"
     assert not out.exists() and not page.exists()  # no row was evaluated, nothing written
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["run", "--concurrency", "0"],
+            "invalid value for '--concurrency': Input should be greater than or equal to 1 "
+            "(see ragbatch run --help)",
+        ),
+        (
+            ["run", "--max-error-rate", "2"],
+            "invalid value for '--max-error-rate': Input should be less than or equal to 1 "
+            "(see ragbatch run --help)",
+        ),
+        (
+            ["run", "--concurency", "3"],
+            "no such option: --concurency (Possible options: --concurrency) "
+            "(see ragbatch run --help)",
+        ),
+        (["gate", "r.json"], "missing option '--baseline' (see ragbatch gate --help)"),
+        (["nosuch"], "no such command 'nosuch' (see ragbatch --help)"),
+        (
+            ["cache", "merge", "--nosuch"],
+            "no such option: --nosuch (see ragbatch cache merge --help)",
+        ),
+    ],
+)
+def test_option_errors_are_one_line_with_exit_2(args: list[str], message: str) -> None:
+    code, stdout, stderr = run(args)
+    assert (code, stdout, stderr) == (2, "", f"error: {message}\n")
+
+
+def test_help_is_still_help() -> None:
+    code, stdout, _ = run(["run", "--help"])
+    assert code == 0 and "--concurrency" in stdout

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from ragbatch.cli.tools import register
+from ragbatch.cli.usage import OneLineErrors
 from ragbatch.core.errors import (
     EXIT_INCOMPLETE,
     EXIT_OK,
@@ -46,6 +47,7 @@ from ragbatch.run.stop import StopWatch
 from ragbatch.run.workers import run_workers
 
 app = typer.Typer(
+    cls=OneLineErrors,
     name="ragbatch",
     help="Evaluate RAG systems at scale with TypeSafe's Jev: per-row retrieval/generation "
     "diagnosis, Jev-only / baseline / cascade modes, calibrated metrics, deterministic report.",
