@@ -164,3 +164,59 @@ def test_option_errors_are_one_line_with_exit_2(args: list[str], message: str) -
 def test_help_is_still_help() -> None:
     code, stdout, _ = run(["run", "--help"])
     assert code == 0 and "--concurrency" in stdout
+
+
+def test_policy_with_a_threshold_flag_is_refused(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.json"
+    code, stdout, stderr = run(["run", "--policy", str(policy), "--fail-threshold", "0.1"])
+    assert (code, stdout) == (2, "")
+    assert stderr == (
+        "error: --fail-threshold and --policy cannot be used together: the policy file sets its "
+        "own thresholds (refit them with `ragbatch calibrate`)\n"
+    )
+    both = ["--fail-threshold", "0.1", "--pass-threshold", "0.9"]
+    code, _, stderr = run(["run", "--policy", str(policy), *both])
+    assert code == 2
+    assert stderr.startswith("error: --fail-threshold, --pass-threshold and --policy cannot")
+
+
+def test_slice_by_a_field_no_row_has_is_refused_naming_the_fields(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    code, stdout, stderr = run(["run", "--slice-by", "nosuchfield", "--out", str(out)])
+    assert (code, stdout) == (2, "")
+    assert stderr == (
+        "error: --slice-by nosuchfield: no row of datasets/rag-fixture.jsonl has this metadata "
+        "field; fields in the rows' metadata: difficulty, lang, topic\n"
+    )
+    assert not out.exists()
+    code, _, stderr = run(["run", "--slice-by", "topic", "--out", str(out), "--quiet"])
+    assert (code, stderr) == (0, "")
+
+
+def test_slice_by_a_nested_field_one_row_has_is_fine(tmp_path: Path) -> None:
+    rows = FIXTURE.read_text().splitlines()
+    last = orjson.loads(rows[-1])
+    last["metadata"]["source"] = {"team": "search"}
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join([*rows[:-1], orjson.dumps(last).decode()]) + "\n")
+    args = ["run", str(data), "--out", str(tmp_path / "r.json"), "--quiet"]
+    assert run([*args, "--slice-by", "source.team"])[0] == 0
+    code, _, stderr = run([*args, "--slice-by", "source.tem"])
+    assert code == 2
+    assert stderr.endswith(
+        "fields in the rows' metadata: difficulty, lang, source, source.team, topic\n"
+    )
+
+
+def test_sentence_claims_with_cited_evidence_warn(tmp_path: Path) -> None:
+    claims = ROOT / "datasets/claims-fixture.jsonl"
+    args = ["run", str(claims), "--groundedness", "claims", "--out", str(tmp_path / "r.json")]
+    code, _, stderr = run([*args, "--claim-extractor", "sentences", "--quiet"])
+    assert code == 0
+    assert stderr == (
+        "warning: --claim-extractor sentences does not parse citations, so with --claim-evidence "
+        "cited every claim is a missing citation; use --claim-evidence context (every retrieved "
+        "passage) or claims with citations (--claim-extractor provided)\n"
+    )
+    context = ["--claim-extractor", "sentences", "--claim-evidence", "context", "--quiet"]
+    assert run([*args, *context])[2] == ""  # no warning (rows may fail: no mock for sentences)

@@ -192,11 +192,17 @@ def run(
     ] = 20,
     concurrency: Annotated[int, typer.Option(min=1, help="Maximum calls in flight at once.")] = 32,
     fail_threshold: Annotated[
-        float, typer.Option(help="P(true) at or below this is a confident 'no'.")
-    ] = 0.2,
+        float | None,
+        typer.Option(
+            show_default=False, help="P(true) at or below this is a confident 'no' (default 0.2)."
+        ),
+    ] = None,
     pass_threshold: Annotated[
-        float, typer.Option(help="P(true) at or above this is a confident 'yes'.")
-    ] = 0.8,
+        float | None,
+        typer.Option(
+            show_default=False, help="P(true) at or above this is a confident 'yes' (default 0.8)."
+        ),
+    ] = None,
     routing: Annotated[
         str | None,
         typer.Option(
@@ -324,6 +330,16 @@ def run(
                 "--routing and --policy cannot be used together: the policy file "
                 "names its own routing (see `ragbatch calibrate --routing`)"
             )
+        given = [flag for flag, value in (("--fail-threshold", fail_threshold),
+                 ("--pass-threshold", pass_threshold)) if value is not None]  # fmt: skip
+        if given and policy is not None:
+            raise ConfigError(
+                f"{', '.join(given)} and --policy cannot be used together: the policy file "
+                "sets its own thresholds (refit them with `ragbatch calibrate`)"
+            )
+        default = Thresholds()
+        fail_at = default.fail if fail_threshold is None else fail_threshold
+        pass_at = default.pass_ if pass_threshold is None else pass_threshold
         config = JobConfig(
             base_url=base_url,
             api_key=api_key,
@@ -361,7 +377,7 @@ def run(
             provider=provider,
             model=model,
             concurrency=concurrency,
-            thresholds=Thresholds(fail_threshold, pass_threshold, routing=routing_of(routing)),
+            thresholds=Thresholds(fail_at, pass_at, routing=routing_of(routing)),
             pricing=pricing,
             baseline=baseline,
             ignore_unknown_fields=ignore_unknown_fields,

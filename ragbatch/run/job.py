@@ -48,6 +48,7 @@ from ragbatch.run.factory import (
     make_claims,
     make_provider,
 )
+from ragbatch.run.preflight import check_slice_fields, option_warnings
 from ragbatch.run.progress import Progress, Snapshot, count_lines
 from ragbatch.run.runner import RunConfig, run_stream
 from ragbatch.run.shards import count_shard_rows, shard_of, write_partial
@@ -137,6 +138,9 @@ async def evaluate_async(
     thresholds, policy = load_thresholds(config)
     config = replace(config, thresholds=thresholds)
     claims = make_claims(config)
+    check_slice_fields(config)  # before the first row (stops reading once every field is seen)
+    for warning in option_warnings(config):
+        warn(warning)
     baseline = make_baseline(config)
     reader = config.source or open_dataset(
         config.dataset,

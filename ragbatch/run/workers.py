@@ -41,6 +41,7 @@ from ragbatch.run.job import (
     run_job,
     write_bytes,
 )
+from ragbatch.run.preflight import check_slice_fields, option_warnings
 from ragbatch.run.progress import count_lines
 from ragbatch.run.shards import merge_partials, shard_of
 from ragbatch.run.stop import SIGNALS, StopWatch
@@ -257,9 +258,13 @@ def run_workers(
     started = time.perf_counter()
     check_outputs(config)  # refused here, before any worker starts
     spend_limit(config, load_pricing(config.pricing))
-    workers = cap_workers(config, workers, warn or (lambda _: None))
+    say = warn or (lambda _: None)
+    workers = cap_workers(config, workers, say)
     if workers == 1:
-        return run_job(config, warn or (lambda _: None), stop=StopWatch())
+        return run_job(config, say, stop=StopWatch())
+    check_slice_fields(config)  # before any worker starts (the workers' warnings go unheard)
+    for warning in option_warnings(config):
+        say(warning)
     with tempfile.TemporaryDirectory(prefix="ragbatch-workers-") as tmp:
         shards = range(1, workers + 1)
         partials = [Path(tmp) / f"part-{k}-of-{workers}.jsonl" for k in shards]
