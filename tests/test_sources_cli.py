@@ -51,6 +51,8 @@ def rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     [
         ("ragas-v01.json", "ragas", ["row-2", "row-11", "row-19"]),
         ("ragas-list.json", "ragas", ["row-2", "row-13"]),
+        ("deepeval-sample.json", "deepeval", ["refund-window", "ship-norway", "row-23"]),
+        ("deepeval-sample.csv", "deepeval", ["refund-window", "ship-norway"]),
     ],
 )
 def test_samples_are_judged(

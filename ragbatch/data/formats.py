@@ -6,6 +6,7 @@ Same interface as DatasetReader (``path``, ``name``, ``rows``, ``sha256`` of the
 - ``csv``: columns named by a mapping (:func:`parse_mapping`); ``question``, ``answer`` and
   ``contexts`` default to columns of those names; the contexts cell is a JSON array of strings
   or ``{id, text, source, authority}`` objects (ids default to ``c<n>``).
+- ``deepeval`` (a JSON array, JSON lines or CSV of test cases): see ``deepeval``.
 - ``golden-yaml``: a golden-set YAML joined with a JSONL of outputs (GoldenYamlReader).
 
 Unmapped CSV columns are ignored. In CSV an empty optional cell (id,
@@ -20,14 +21,23 @@ from typing import Any, TypeAlias
 
 from ragbatch.core.errors import ConfigError
 from ragbatch.core.schema import Row
+from ragbatch.data.deepeval import DeepevalReader
 from ragbatch.data.golden_yaml import GoldenYamlReader, Join
 from ragbatch.data.jsonl import DatasetReader
 from ragbatch.data.ragas import RagasReader
 from ragbatch.data.records import RecordReader, cell, parse_contexts
 
-__all__ = ["FORMATS", "CsvReader", "RagasReader", "Reader", "open_dataset", "parse_mapping"]
+__all__ = [
+    "FORMATS",
+    "CsvReader",
+    "DeepevalReader",
+    "RagasReader",
+    "Reader",
+    "open_dataset",
+    "parse_mapping",
+]
 
-FORMATS: tuple[str, ...] = ("jsonl", "ragas", "csv", "golden-yaml")
+FORMATS: tuple[str, ...] = ("jsonl", "ragas", "csv", "golden-yaml", "deepeval")
 MAPPING_FIELDS: tuple[str, ...] = ("id", "question", "answer", "contexts", "referenceAnswer",
                                    "traceId", "metadata.<name>")  # fmt: skip
 CHOICES = ", ".join(MAPPING_FIELDS)
@@ -113,6 +123,8 @@ def open_dataset(
         return DatasetReader(path, ignore_unknown_fields=ignore_unknown_fields)
     if format == "ragas":
         return RagasReader(path)
+    if format == "deepeval":
+        return DeepevalReader(path)
     if format == "csv":
         return CsvReader(path, parse_mapping(mapping) if isinstance(mapping, str) else mapping)
     if outputs is None:

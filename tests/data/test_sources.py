@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragbatch.core.errors import DatasetError
+from ragbatch.core.errors import ConfigError, DatasetError
 from ragbatch.core.schema import Golden, Row
 from ragbatch.data.formats import Reader, open_dataset
 from ragbatch.data.ragas import RagasReader
@@ -122,3 +122,95 @@ def test_ragas_json_array_keeps_brackets_inside_strings(tmp_path: Path) -> None:
     rows = read(RagasReader(path))
     assert [r.question for r in rows] == ['a ] , [ "{'] * 2
     assert rows[0].contexts[0].text == '\\"]' and rows[1].id == "two"
+
+
+# --- deepeval ---------------------------------------------------------------------------------
+
+
+def test_deepeval_json_sample() -> None:
+    rows = read(open_dataset(SAMPLES / "deepeval-sample.json", "deepeval"))
+    assert [r.id for r in rows] == ["refund-window", "ship-norway", "row-23"]
+    first, second, third = rows
+    assert first.question == "What is the refund window for online orders?"
+    assert first.answer == "Online orders can be refunded within 30 days of delivery."
+    assert first.reference_answer == "30 days from delivery."
+    assert ids(first) == ["c1", "c2"]
+    assert first.golden == Golden(expected_documents=["c1"])
+    assert first.metadata == {"topic": "returns"}
+    # camelCase aliases and {context, source} passages
+    assert second.answer.startswith("Yes, we ship to Norway")
+    assert [(c.text, c.source) for c in second.contexts] == [
+        ("We ship to all EU member states.", "shipping.md#zones"),
+        ("Shipping to the EU takes 3 to 5 business days.", "shipping.md#times"),
+    ]
+    assert second.reference_answer is None and second.golden is None
+    assert third.contexts == [] and third.reference_answer is None
+
+
+def test_deepeval_csv_sample_splits_contexts_on_the_bar() -> None:
+    rows = read(open_dataset(SAMPLES / "deepeval-sample.csv", "deepeval"))
+    assert [r.id for r in rows] == ["refund-window", "ship-norway"]
+    assert [c.text for c in rows[0].contexts] == [
+        "Online orders may be returned for a full refund within 30 days of delivery.",
+        "Gift cards are not refundable.",
+    ]
+    assert rows[0].golden == Golden(expected_documents=["c1"])
+    assert rows[1].answer == "Yes, we ship to Norway\nwithin 3 business days."
+    assert rows[1].reference_answer is None and rows[1].golden is None
+
+
+def test_deepeval_csv_takes_a_json_array_cell(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "d.csv", 'input,actual_output,retrieval_context\nq,a,"[""x|y"", ""z""]"\n'
+    )
+    assert [c.text for c in read(open_dataset(path, "deepeval"))[0].contexts] == ["x|y", "z"]
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        (
+            {"input": "q"},
+            "missing deepeval field(s) 'actual_output'; required: input, "
+            "actual_output (or actualOutput)",
+        ),
+        (
+            {"input": "q", "actual_output": None},
+            "field 'actual_output': expected a string, got null",
+        ),
+        ({"input": 3, "actualOutput": "a"}, "field 'input': expected a string, got number"),
+        (
+            {"input": "q", "actual_output": "a", "retrieval_context": "x"},
+            "field 'retrieval_context': expected an array, got string",
+        ),
+        (
+            {"input": "q", "actual_output": "a", "retrievalContext": [{"text": "x"}]},
+            "field 'retrievalContext': item [0]: field 'context': expected a string, got null",
+        ),
+        (
+            {"input": "q", "actual_output": "a", "retrieval_context": [1]},
+            "field 'retrieval_context': item [0]: expected a string or {context, source}, "
+            "got number",
+        ),
+        (
+            {"input": "q", "actual_output": "a", "additional_metadata": [1]},
+            "field 'additional_metadata': expected an object, got array",
+        ),
+    ],
+)
+def test_deepeval_bad_test_cases(tmp_path: Path, record: dict[str, object], message: str) -> None:
+    good = {"input": "q", "actual_output": "a"}
+    path = write(tmp_path / "d.jsonl", json.dumps(good) + "\n" + json.dumps(record) + "\n")
+    assert failure(open_dataset(path, "deepeval")) == f"{path}:2: {message}"
+
+
+def test_deepeval_bad_files(tmp_path: Path) -> None:
+    path = write(tmp_path / "d.json", '{"input": "q", "actual_output": "a"}\n[1]\n')
+    assert failure(open_dataset(path, "deepeval")) == f"{path}:2: expected a JSON object, got array"
+    path = write(tmp_path / "d.csv", "input,expected_output\nq,a\n")
+    assert failure(open_dataset(path, "deepeval")) == (
+        f"{path}:1: missing deepeval field(s) 'actual_output'; required: input, actual_output "
+        "(or actualOutput)"
+    )
+    with pytest.raises(ConfigError, match=r"deepeval datasets end in .json, .jsonl or .csv"):
+        open_dataset(tmp_path / "d.yaml", "deepeval")
