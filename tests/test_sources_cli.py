@@ -16,6 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "datasets/samples"
 PRICING = ROOT / "pricing/typesafe-2026-12.json"
 KEY = "test-key"
+RESET = "5b8efff798038103d269b633813fc60c"
+INVOICE = "0af7651916cd43dd8448eb211c80319c"
+WARRANTY = "7f3c9a0e4b2d4c1e9f8a6b5c4d3e2f10"
+CHARGING = "1e2d3c4b5a6978877665544332211000"
 
 
 def run(server: JevServer, tmp_path: Path, dataset: Path, fmt: str) -> tuple[int, str]:
@@ -53,6 +57,8 @@ def rows(data: dict[str, Any]) -> list[dict[str, Any]]:
         ("ragas-list.json", "ragas", ["row-2", "row-13"]),
         ("deepeval-sample.json", "deepeval", ["refund-window", "ship-norway", "row-23"]),
         ("deepeval-sample.csv", "deepeval", ["refund-window", "ship-norway"]),
+        ("openinference-otlp.json", "openinference", [RESET, INVOICE]),
+        ("phoenix-spans.jsonl", "openinference", [WARRANTY, CHARGING]),
     ],
 )
 def test_samples_are_judged(
@@ -62,3 +68,36 @@ def test_samples_are_judged(
     assert [r["id"] for r in rows(data)] == expected_ids
     assert all(r["status"] == "ok" for r in rows(data))
     assert len(jev_server.bodies) >= len(expected_ids)
+
+
+def test_trace_and_span_ids_reach_the_report(jev_server: JevServer, tmp_path: Path) -> None:
+    data = report(jev_server, tmp_path, SAMPLES / "phoenix-spans.jsonl", "openinference")
+    first = rows(data)[0]
+    assert first["traceId"] == WARRANTY
+    assert first["spans"] == {
+        "root": "a1b2c3d4e5f60001",
+        "retriever": "a1b2c3d4e5f60002",
+        "llm": "a1b2c3d4e5f60003",
+    }
+
+
+def test_phoenix_parquet_through_the_cli(jev_server: JevServer, tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    lines = (SAMPLES / "phoenix-spans.jsonl").read_text(encoding="utf-8").splitlines()
+    path = tmp_path / "spans.parquet"
+    pq.write_table(pa.Table.from_pylist([orjson.loads(line) for line in lines]), path)
+    data = report(jev_server, tmp_path, path, "openinference")
+    assert [r["id"] for r in rows(data)] == [WARRANTY, CHARGING]
+
+
+def test_a_bad_export_is_one_error_line(jev_server: JevServer, tmp_path: Path) -> None:
+    path = tmp_path / "spans.jsonl"
+    path.write_text('{"traceId": "t"}\n', encoding="utf-8")
+    code, text = run(jev_server, tmp_path, path, "openinference")
+    assert code == 2
+    assert text == (
+        f"error: {path}:1: expected an OTLP JSON export (resourceSpans[].scopeSpans[].spans[]) "
+        "or a Phoenix spans export (columns context.trace_id, context.span_id, attributes.*)\n"
+    )
+    assert jev_server.bodies == []

@@ -7,6 +7,8 @@ Same interface as DatasetReader (``path``, ``name``, ``rows``, ``sha256`` of the
   ``contexts`` default to columns of those names; the contexts cell is a JSON array of strings
   or ``{id, text, source, authority}`` objects (ids default to ``c<n>``).
 - ``deepeval`` (a JSON array, JSON lines or CSV of test cases): see ``deepeval``.
+- ``openinference`` (OTLP JSON, or a Phoenix spans export as JSON lines or Parquet; one row
+  per trace): see ``openinference`` and ``traces``.
 - ``golden-yaml``: a golden-set YAML joined with a JSONL of outputs (GoldenYamlReader).
 
 Unmapped CSV columns are ignored. In CSV an empty optional cell (id,
@@ -24,6 +26,7 @@ from ragbatch.core.schema import Row
 from ragbatch.data.deepeval import DeepevalReader
 from ragbatch.data.golden_yaml import GoldenYamlReader, Join
 from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.openinference import OpenInferenceReader
 from ragbatch.data.ragas import RagasReader
 from ragbatch.data.records import RecordReader, cell, parse_contexts
 
@@ -31,13 +34,14 @@ __all__ = [
     "FORMATS",
     "CsvReader",
     "DeepevalReader",
+    "OpenInferenceReader",
     "RagasReader",
     "Reader",
     "open_dataset",
     "parse_mapping",
 ]
 
-FORMATS: tuple[str, ...] = ("jsonl", "ragas", "csv", "golden-yaml", "deepeval")
+FORMATS: tuple[str, ...] = ("jsonl", "ragas", "csv", "golden-yaml", "deepeval", "openinference")
 MAPPING_FIELDS: tuple[str, ...] = ("id", "question", "answer", "contexts", "referenceAnswer",
                                    "traceId", "metadata.<name>")  # fmt: skip
 CHOICES = ", ".join(MAPPING_FIELDS)
@@ -125,6 +129,8 @@ def open_dataset(
         return RagasReader(path)
     if format == "deepeval":
         return DeepevalReader(path)
+    if format == "openinference":
+        return OpenInferenceReader(path)
     if format == "csv":
         return CsvReader(path, parse_mapping(mapping) if isinstance(mapping, str) else mapping)
     if outputs is None:

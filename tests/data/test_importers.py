@@ -514,7 +514,7 @@ def test_open_dataset_picks_the_reader() -> None:
         (
             "parquet",
             {},
-            "unknown dataset format 'parquet'; choose from jsonl, ragas, csv, golden-yaml, deepeval",
+            "unknown dataset format 'parquet'; choose from jsonl, ragas, csv, golden-yaml, deepeval, openinference",
         ),
         (
             "ragas",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
 from ragbatch.core.errors import ConfigError, DatasetError
-from ragbatch.core.schema import Golden, Row
+from ragbatch.core.schema import Golden, Row, Spans
 from ragbatch.data.formats import Reader, open_dataset
 from ragbatch.data.ragas import RagasReader
 
@@ -214,3 +215,141 @@ def test_deepeval_bad_files(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"deepeval datasets end in .json, .jsonl or .csv"):
         open_dataset(tmp_path / "d.yaml", "deepeval")
+
+
+# --- OpenInference: OTLP JSON and Phoenix spans -----------------------------------------------
+
+RESET = "5b8efff798038103d269b633813fc60c"
+INVOICE = "0af7651916cd43dd8448eb211c80319c"
+WARRANTY = "7f3c9a0e4b2d4c1e9f8a6b5c4d3e2f10"
+CHARGING = "1e2d3c4b5a6978877665544332211000"
+
+
+def test_otlp_json_one_row_per_trace() -> None:
+    rows = read(open_dataset(SAMPLES / "openinference-otlp.json", "openinference"))
+    # traces in order of their first span; their spans interleave in the document
+    assert [r.id for r in rows] == [RESET, INVOICE]
+    reset, invoice = rows
+    assert reset.trace_id == RESET
+    assert reset.spans == Spans(
+        root="eee19b7ec3c1b173", retriever="eee19b7ec3c1b174", llm="eee19b7ec3c1b175"
+    )
+    assert reset.question == "How do I reset my password?"  # the retriever's input
+    assert [(c.id, c.source) for c in reset.contexts] == [
+        ("kb-112", "help/security.md"),
+        ("kb-007", None),
+    ]
+    assert reset.contexts[1].text == "Passwords must be at least 12 characters long."
+    assert reset.answer.startswith("Open Settings > Security")  # the LLM's output
+    # no LLM span, a retriever without input: the root's JSON input and output
+    assert invoice.question == "Can I pay by invoice?"
+    assert invoice.answer == "Yes, business accounts can pay by invoice within 30 days."
+    assert ids(invoice) == ["c1"]
+    assert invoice.spans == Spans(root="b7ad6b7169203331", retriever="b7ad6b7169203332")
+
+
+def test_phoenix_spans_jsonl() -> None:
+    rows = read(open_dataset(SAMPLES / "phoenix-spans.jsonl", "openinference"))
+    assert [(r.id, r.trace_id) for r in rows] == [(WARRANTY, WARRANTY), (CHARGING, CHARGING)]
+    warranty, charging = rows
+    assert warranty.question == "What is the warranty on the X200 headphones?"
+    assert ids(warranty) == ["warranty-x200", "returns"]
+    assert warranty.contexts[0].source == "products/x200.md"
+    assert warranty.answer == "The X200 headphones have a two-year warranty."
+    assert warranty.spans == Spans(
+        root="a1b2c3d4e5f60001", retriever="a1b2c3d4e5f60002", llm="a1b2c3d4e5f60003"
+    )
+    assert charging.question == "X200 wireless charging"
+
+
+def test_phoenix_spans_parquet_reads_like_jsonl(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    source = SAMPLES / "phoenix-spans.jsonl"
+    records = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
+    path = tmp_path / "spans.parquet"
+    pq.write_table(pa.Table.from_pylist(records), path, row_group_size=2)
+    reader = open_dataset(path, "openinference")
+    assert read(reader) == read(open_dataset(source, "openinference"))
+    assert reader.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_phoenix_nested_records_and_listed_documents(tmp_path: Path) -> None:
+    span = {
+        "context": {"trace_id": "t1", "span_id": "s1"},
+        "parent_id": None,
+        "span_kind": "retriever",
+        "attributes": {
+            "input": {"value": "q"},
+            "output": {"value": "a"},
+            "retrieval": {"documents": [{"document": {"content": "x", "id": 7}}]},
+        },
+    }
+    path = write(tmp_path / "spans.json", json.dumps([span]))
+    (row,) = read(open_dataset(path, "openinference"))
+    assert (row.question, row.answer, ids(row)) == ("q", "a", ["7"])
+    assert row.spans == Spans(root="s1", retriever="s1")
+
+
+def phoenix(trace: str, span: str, **attributes: object) -> str:
+    record = {"context.trace_id": trace, "context.span_id": span, "parent_id": None}
+    return json.dumps(record | {f"attributes.{k}": v for k, v in attributes.items()}) + "\n"
+
+
+def test_openinference_errors(tmp_path: Path) -> None:
+    def fails(name: str, text: str) -> str:
+        return failure(open_dataset(write(tmp_path / name, text), "openinference"))
+
+    expected = (
+        "expected an OTLP JSON export (resourceSpans[].scopeSpans[].spans[]) or a Phoenix "
+        "spans export (columns context.trace_id, context.span_id, attributes.*)"
+    )
+    ok = phoenix("t1", "s1", **{"input.value": "q", "output.value": "a"})
+    path = tmp_path / "a.jsonl"
+    assert fails("a.jsonl", ok + '{"question": "q"}\n') == f"{path}:2: {expected}"
+    assert fails("a.jsonl", ok + "[1]\n") == f"{path}:2: {expected}, got array"
+    assert fails("a.jsonl", ok + '{"resourceSpans": []}\n') == f"{path}:2: {expected}"
+    no_answer = phoenix("t2", "s2", **{"input.value": "q"})
+    assert fails("a.jsonl", ok + no_answer) == (
+        f"{path}:2: trace t2: no answer: no output on an LLM or root span"
+    )
+    no_question = phoenix("t2", "s2", **{"output.value": "a"})
+    assert fails("a.jsonl", ok + no_question) == (
+        f"{path}:2: trace t2: no question: no input on a RETRIEVER or root span"
+    )
+    other = phoenix("t2", "s2", **{"input.value": "q", "output.value": "a"})
+    assert fails("a.jsonl", ok + other + ok.replace("s1", "s3")) == (
+        f"{path}:3: trace t1: its spans are not together (another trace came between them); "
+        "sort the export by trace id"
+    )
+    documents = [{"document.id": "d", "document.content": "x"}] * 2
+    twice = phoenix(
+        "t2", "s2", **{"input.value": "q", "output.value": "a", "retrieval.documents": documents,
+                       "openinference.span.kind": "RETRIEVER"}
+    )  # fmt: skip
+    assert fails("a.jsonl", ok + twice) == (
+        f"{path}:2: trace t2: contexts[1].id: duplicate context id 'd'"
+    )
+    no_content = phoenix("t2", "s2", **{"retrieval.documents.0.document.id": "d"})
+    assert fails("a.jsonl", ok + no_content) == (
+        f"{path}:2: retrieval.documents.0: content: expected a string, got null"
+    )
+    no_id = ok.replace('"t1"', "null")
+    assert fails("a.jsonl", no_id) == (
+        f"{path}:1: context.trace_id: expected a non-empty string, got null"
+    )
+    bad = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "t"}]}]}]})
+    assert fails("b.json", bad) == (
+        f"{tmp_path / 'b.json'}:1: resourceSpans[0].scopeSpans[0].spans[0]: spanId: "
+        "expected a non-empty string, got null"
+    )
+    bad = json.dumps({"resourceSpans": [{"scopeSpans": {}}]}, indent=2)
+    assert fails("b.json", bad) == (
+        f"{tmp_path / 'b.json'}:1: resourceSpans[0].scopeSpans: expected an array, got object"
+    )
+    with pytest.raises(ConfigError, match=r"openinference exports end in .json, .jsonl or"):
+        open_dataset(tmp_path / "spans.csv", "openinference")
+    path = write(tmp_path / "x.parquet", "not parquet")
+    assert failure(open_dataset(path, "openinference")).startswith(
+        f"{path}: not a readable Parquet file: "
+    )
