@@ -59,6 +59,8 @@ def rows(data: dict[str, Any]) -> list[dict[str, Any]]:
         ("deepeval-sample.csv", "deepeval", ["refund-window", "ship-norway"]),
         ("openinference-otlp.json", "openinference", [RESET, INVOICE]),
         ("phoenix-spans.jsonl", "openinference", [WARRANTY, CHARGING]),
+        ("langfuse-export.json", "langfuse", ["lf-trace-7d1e", "lf-trace-9a02"]),
+        ("langfuse-observations.jsonl", "langfuse", ["lf-trace-b"]),
     ],
 )
 def test_samples_are_judged(

@@ -9,6 +9,7 @@ Same interface as DatasetReader (``path``, ``name``, ``rows``, ``sha256`` of the
 - ``deepeval`` (a JSON array, JSON lines or CSV of test cases): see ``deepeval``.
 - ``openinference`` (OTLP JSON, or a Phoenix spans export as JSON lines or Parquet; one row
   per trace): see ``openinference`` and ``traces``.
+- ``langfuse`` (traces with their observations, or observations alone): see ``langfuse``.
 - ``golden-yaml``: a golden-set YAML joined with a JSONL of outputs (GoldenYamlReader).
 
 Unmapped CSV columns are ignored. In CSV an empty optional cell (id,
@@ -26,6 +27,7 @@ from ragbatch.core.schema import Row
 from ragbatch.data.deepeval import DeepevalReader
 from ragbatch.data.golden_yaml import GoldenYamlReader, Join
 from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.langfuse import LangfuseReader
 from ragbatch.data.openinference import OpenInferenceReader
 from ragbatch.data.ragas import RagasReader
 from ragbatch.data.records import RecordReader, cell, parse_contexts
@@ -41,7 +43,8 @@ __all__ = [
     "parse_mapping",
 ]
 
-FORMATS: tuple[str, ...] = ("jsonl", "ragas", "csv", "golden-yaml", "deepeval", "openinference")
+FORMATS: tuple[str, ...] = ("jsonl", "ragas", "csv", "golden-yaml", "deepeval", "openinference",
+                           "langfuse")  # fmt: skip
 MAPPING_FIELDS: tuple[str, ...] = ("id", "question", "answer", "contexts", "referenceAnswer",
                                    "traceId", "metadata.<name>")  # fmt: skip
 CHOICES = ", ".join(MAPPING_FIELDS)
@@ -131,6 +134,8 @@ def open_dataset(
         return DeepevalReader(path)
     if format == "openinference":
         return OpenInferenceReader(path)
+    if format == "langfuse":
+        return LangfuseReader(path)
     if format == "csv":
         return CsvReader(path, parse_mapping(mapping) if isinstance(mapping, str) else mapping)
     if outputs is None:

@@ -2,11 +2,13 @@
 
 A trace is its spans (Langfuse: observations) in file order. One row per trace:
 
-- the *root* is the first span without a parent in the trace; the *retriever* the first
+- the *root* is the trace's one span without a parent (none if there are several: Langfuse's
+  top-level observations, a partial export); the *retriever* the first
   span of kind ``RETRIEVER``; the *llm* the last span of kind ``LLM`` (the answer is
   generated last);
-- question: the retriever's input, else the root's; answer: the llm's output, else the
-  root's (a trace with neither is an error naming the trace);
+- question: the retriever's input, else the trace's own (Langfuse), else the root's; answer:
+  the llm's output, else the trace's, else the root's (a trace with neither is an error
+  naming the trace);
 - contexts: the retriever's documents in rank order; a document's id is the context id
   (else ``c<rank>``), its content the text, a string ``source`` in its metadata the source;
   scores and other metadata are not judged and not kept;
@@ -60,6 +62,8 @@ class Trace:
     id: str
     line: int  # the line of its first span
     spans: list[Span]
+    input: str | None = None  # the trace's own input/output (Langfuse), before the root's
+    output: str | None = None
 
 
 def text_value(value: Any, mime_type: Any = None) -> str | None:
@@ -136,15 +140,18 @@ def trace_row(trace: Trace) -> Row:
     """The row of one trace (see the module docstring); CellError if it has no question or
     answer."""
     ids = {s.id for s in trace.spans}
-    root = next((s for s in trace.spans if s.parent is None or s.parent not in ids), None)
+    roots = [s for s in trace.spans if s.parent is None or s.parent not in ids]
+    root = roots[0] if len(roots) == 1 else None
     retriever = next((s for s in trace.spans if s.kind == "RETRIEVER"), None)
     llm = next((s for s in reversed(trace.spans) if s.kind == "LLM"), None)
-    question = _first(retriever.input if retriever else None, root.input if root else None)
-    answer = _first(llm.output if llm else None, root.output if root else None)
+    question = _first(
+        retriever.input if retriever else None, trace.input, root.input if root else None
+    )
+    answer = _first(llm.output if llm else None, trace.output, root.output if root else None)
     if question is None:
-        raise CellError(f"trace {trace.id}: no question: no input on a RETRIEVER or root span")
+        raise CellError(f"trace {trace.id}: no question (no input on its RETRIEVER span or root)")
     if answer is None:
-        raise CellError(f"trace {trace.id}: no answer: no output on an LLM or root span")
+        raise CellError(f"trace {trace.id}: no answer (no output on its LLM span or root)")
     documents = sorted(retriever.documents, key=lambda d: d.rank) if retriever else []
     contexts = [
         Context(id=d.id or f"c{i}", text=d.content, source=d.source)
@@ -192,9 +199,12 @@ class TraceReader(RecordReader):
     def _spans(self) -> Iterator[Span]:
         raise NotImplementedError
 
+    def _traces(self) -> Iterator[Trace]:
+        return group_traces(self._spans(), self._error)
+
     def __iter__(self) -> Iterator[Row]:
         with closing(SeenIds()) as ids:
-            for trace in group_traces(self._spans(), self._error):
+            for trace in self._traces():
                 try:
                     row = trace_row(trace)
                 except CellError as exc:

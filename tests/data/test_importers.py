@@ -514,7 +514,8 @@ def test_open_dataset_picks_the_reader() -> None:
         (
             "parquet",
             {},
-            "unknown dataset format 'parquet'; choose from jsonl, ragas, csv, golden-yaml, deepeval, openinference",
+            "unknown dataset format 'parquet'; choose from jsonl, ragas, csv, golden-yaml, deepeval, "
+            "openinference, langfuse",
         ),
         (
             "ragas",

@@ -311,11 +311,11 @@ def test_openinference_errors(tmp_path: Path) -> None:
     assert fails("a.jsonl", ok + '{"resourceSpans": []}\n') == f"{path}:2: {expected}"
     no_answer = phoenix("t2", "s2", **{"input.value": "q"})
     assert fails("a.jsonl", ok + no_answer) == (
-        f"{path}:2: trace t2: no answer: no output on an LLM or root span"
+        f"{path}:2: trace t2: no answer (no output on its LLM span or root)"
     )
     no_question = phoenix("t2", "s2", **{"output.value": "a"})
     assert fails("a.jsonl", ok + no_question) == (
-        f"{path}:2: trace t2: no question: no input on a RETRIEVER or root span"
+        f"{path}:2: trace t2: no question (no input on its RETRIEVER span or root)"
     )
     other = phoenix("t2", "s2", **{"input.value": "q", "output.value": "a"})
     assert fails("a.jsonl", ok + other + ok.replace("s1", "s3")) == (
@@ -353,3 +353,98 @@ def test_openinference_errors(tmp_path: Path) -> None:
     assert failure(open_dataset(path, "openinference")).startswith(
         f"{path}: not a readable Parquet file: "
     )
+
+
+# --- Langfuse ---------------------------------------------------------------------------------
+
+
+def test_langfuse_traces_with_observations() -> None:
+    rows = read(open_dataset(SAMPLES / "langfuse-export.json", "langfuse"))
+    assert [(r.id, r.trace_id) for r in rows] == [
+        ("lf-trace-7d1e", "lf-trace-7d1e"),
+        ("lf-trace-9a02", "lf-trace-9a02"),
+    ]
+    backups, rota = rows
+    # a SPAN named like a retriever: its input, and LangChain documents in its output
+    assert backups.question == "How often are backups taken?"
+    assert [(c.id, c.text, c.source) for c in backups.contexts] == [
+        ("c1", "Database backups run every 6 hours.", "ops/backups.md"),
+        ("c2", "Backups are retained for 30 days, then deleted.", "ops/retention.md"),
+    ]
+    # the GENERATION's output message content
+    assert backups.answer == "Backups are taken every 6 hours and kept for 30 days."
+    # three top-level observations: no root span
+    assert backups.spans == Spans(retriever="obs-7d1e-1", llm="obs-7d1e-2")
+    # a RETRIEVER observation with {"query"} input and {"documents"} output; no GENERATION:
+    # the trace's output
+    assert rota.question == "on-call rota"
+    assert ids(rota) == ["ops-3"]
+    assert rota.answer == "Yes, there is a weekly on-call rota."
+    assert rota.spans == Spans(root="obs-9a02-1", retriever="obs-9a02-1")
+
+
+def test_langfuse_observations_export_and_document_shapes(tmp_path: Path) -> None:
+    (row,) = read(open_dataset(SAMPLES / "langfuse-observations.jsonl", "langfuse"))
+    assert (row.id, row.question, row.answer) == (
+        "lf-trace-b",
+        "What is the VPN address?",
+        "Use vpn.example.com.",
+    )
+    assert [c.text for c in row.contexts] == ["Connect to vpn.example.com with your staff account."]
+    assert row.spans == Spans(retriever="obs-b1", llm="obs-b2")
+    # a trace's Download JSON: {trace, observations}, pretty-printed, read whole
+    download = {
+        "trace": {"id": "t9", "input": {"question": "q"}, "output": {"answer": "a"}},
+        "observations": [{"id": "o1", "type": "EVENT", "name": "log"}],
+    }
+    path = write(tmp_path / "trace-t9.json", json.dumps(download, indent=2))
+    (row,) = read(open_dataset(path, "langfuse"))
+    assert (row.id, row.question, row.answer, row.contexts) == ("t9", "q", "a", [])
+    assert row.spans == Spans(root="o1")
+    # an API list page
+    page = {"data": [{"id": "t1", "input": "q", "output": "a", "observations": []}], "meta": {}}
+    path = write(tmp_path / "page.json", json.dumps(page))
+    assert [r.id for r in read(open_dataset(path, "langfuse"))] == ["t1"]
+
+
+def test_langfuse_errors(tmp_path: Path) -> None:
+    def fails(name: str, *records: object) -> str:
+        text = "".join(json.dumps(r) + "\n" for r in records)
+        return failure(open_dataset(write(tmp_path / name, text), "langfuse"))
+
+    path = tmp_path / "t.jsonl"
+    expected = (
+        "expected a Langfuse export: traces with id, input, output and observations[] (type "
+        "SPAN/GENERATION/EVENT, name, input, output), or observations with traceId"
+    )
+    ok = {"id": "t1", "input": "q", "output": "a", "observations": []}
+    assert fails("t.jsonl", ok, {"id": "t2"}) == f"{path}:2: {expected}"
+    assert fails("t.jsonl", ok, [1]) == f"{path}:2: {expected}, got array"
+    observation = {"id": "o", "traceId": "t3", "type": "SPAN"}
+    assert fails("t.jsonl", ok, observation) == f"{path}:2: {expected} (not both in one file)"
+    assert fails("t.jsonl", ok, ok) == f"{path}:2: duplicate row id 't1'"
+    assert fails("t.jsonl", ok, {"id": "t2", "observations": []}) == (
+        f"{path}:2: trace t2: no question (no input on its RETRIEVER span or root)"
+    )
+    assert fails("t.jsonl", ok | {"observations": ["o1"]}) == (
+        f"{path}:1: trace t1: observations[0]: expected an object, got string (export the "
+        "trace with its observations, e.g. its Download JSON)"
+    )
+    bad_docs = {"id": "o", "type": "RETRIEVER", "output": "just text"}
+    assert fails("t.jsonl", ok | {"observations": [bad_docs]}) == (
+        f"{path}:1: trace t1: observations[0]: output: expected a list of documents, got string"
+    )
+    assert fails("t.jsonl", ok | {"id": ""}) == (
+        f"{path}:1: trace id: expected a non-empty string, got string"
+    )
+    a = observation | {"input": "q", "output": "x"}
+    b = a | {"id": "o2", "traceId": "t4"}
+    assert fails("t.jsonl", a, b, a | {"id": "o3"}) == (
+        f"{path}:3: trace t3: its spans are not together (another trace came between them); "
+        "sort the export by trace id"
+    )
+    assert fails("t.jsonl", observation | {"id": None}) == (
+        f"{path}:1: id: expected a non-empty string, got null"
+    )
+    with pytest.raises(ConfigError, match=r"langfuse exports end in .json or .jsonl"):
+        open_dataset(tmp_path / "t.csv", "langfuse")
