@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +104,16 @@ def test_a_bad_export_is_one_error_line(jev_server: JevServer, tmp_path: Path) -
         "or a Phoenix spans export (columns context.trace_id, context.span_id, attributes.*)\n"
     )
     assert jev_server.bodies == []
+
+
+def test_readme_source_examples_run(jev_server: JevServer, tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    examples = re.findall(
+        r"^ragbatch run (datasets/samples/\S+) --format (\S+) \$JEV$", readme, re.M
+    )
+    sources = re.findall(r"^#### from (.+)$", readme, re.M)
+    assert sources[:4] == ["ragas", "deepeval", "Phoenix/OpenInference", "Langfuse"]
+    assert {fmt for _, fmt in examples} == {"ragas", "deepeval", "openinference", "langfuse"}
+    for sample, fmt in examples:
+        code, text = run(jev_server, tmp_path, ROOT / sample, fmt)
+        assert code in (0, 1), (sample, text)

@@ -448,3 +448,35 @@ def test_langfuse_errors(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"langfuse exports end in .json or .jsonl"):
         open_dataset(tmp_path / "t.csv", "langfuse")
+
+
+def otlp_request(*spans: dict[str, object]) -> str:
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]}) + "\n"
+
+
+def otlp_span(trace: str, span: str, parent: str = "", **attrs: str) -> dict[str, object]:
+    values = [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]
+    return {"traceId": trace, "spanId": span, "parentSpanId": parent, "attributes": values}
+
+
+def test_otlp_json_lines_stream_traces_across_requests(tmp_path: Path) -> None:
+    retriever = {"openinference.span.kind": "RETRIEVER", "input.value": "q1",
+                 "retrieval.documents.1.document.content": "second",
+                 "retrieval.documents.0.document.content": "first"}  # fmt: skip
+    llm = {"openinference.span.kind": "LLM", "output.value": "a1"}
+    lines = [
+        otlp_request(otlp_span("t1", "r", "root", **retriever)),
+        otlp_request(otlp_span("t1", "l", "root", **llm), otlp_span("t1", "root")),
+        otlp_request(otlp_span("t2", "x", **{"input.value": "q2", "output.value": "a2"})),
+    ]
+    path = write(tmp_path / "otlp.jsonl", "".join(lines))
+    first, second = read(open_dataset(path, "openinference"))
+    assert (first.id, first.question, first.answer) == ("t1", "q1", "a1")
+    assert [c.text for c in first.contexts] == ["first", "second"]  # by rank, not key order
+    assert first.spans == Spans(root="root", retriever="r", llm="l")
+    assert (second.question, second.answer, second.spans) == ("q2", "a2", Spans(root="x"))
+    path = write(tmp_path / "otlp.jsonl", "".join([*lines, lines[0]]))
+    assert failure(open_dataset(path, "openinference")) == (
+        f"{path}:4: trace t1: its spans are not together (another trace came between them); "
+        "sort the export by trace id"
+    )
