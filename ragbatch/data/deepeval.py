@@ -73,8 +73,8 @@ class DeepevalReader(RecordReader):
 
     def _required(self, record: dict[str, Any], field: str) -> str:
         key, value = self._value(record, field)
-        if not isinstance(value, str):
-            value = "" if self.from_csv and value is None else value
+        if value is None and self.from_csv:
+            raise CellError(f"field {key!r}: empty (a golden not run yet? fill it in first)")
         if not isinstance(value, str):
             raise CellError(f"field {key!r}: expected a string, got {kind(value)}")
         return value

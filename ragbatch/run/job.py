@@ -139,7 +139,9 @@ async def evaluate_async(
         outputs=config.outputs,
         ignore_unknown_fields=config.ignore_unknown_fields,
     )
-    total = count_lines(str(config.dataset)) if config.source is None else None
+    # the progress total: a file's non-blank lines (a trace export has several lines a row)
+    by_lines = config.source is None and config.format not in ("openinference", "langfuse")
+    total = count_lines(str(config.dataset)) if by_lines else None
     limit = config.max_report_rows
     # a JSONL file's non-blank lines are its rows (any other line fails the run)
     known_rows = total if config.format == "jsonl" and config.shard is None else None

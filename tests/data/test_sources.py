@@ -213,6 +213,10 @@ def test_deepeval_bad_files(tmp_path: Path) -> None:
         f"{path}:1: missing deepeval field(s) 'actual_output'; required: input, actual_output "
         "(or actualOutput)"
     )
+    path = write(tmp_path / "g.csv", "input,actual_output,context\nq,a,x\nq,,x|y\n")
+    assert failure(open_dataset(path, "deepeval")) == (
+        f"{path}:3: field 'actual_output': empty (a golden not run yet? fill it in first)"
+    )
     with pytest.raises(ConfigError, match=r"deepeval datasets end in .json, .jsonl or .csv"):
         open_dataset(tmp_path / "d.yaml", "deepeval")
 
