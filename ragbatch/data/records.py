@@ -203,10 +203,13 @@ class RecordReader(DatasetReader):
             for line, item in array_items(head, self._error):
                 yield line, self._load(line, item)
             return
-        if self.documents and self.path.suffix.lower() == ".json" and first.startswith("{"):
+        if self.path.suffix.lower() == ".json" and first.startswith("{"):
             try:
                 orjson.loads(text)
-            except orjson.JSONDecodeError:  # not one value per line: one document
+            except orjson.JSONDecodeError as exc:  # not one value per line: one document
+                if not self.documents:
+                    hint = "a .json dataset is JSON lines (one object a line) or one JSON array"
+                    raise self._error(number, f"invalid JSON: {exc} ({hint})") from None
                 yield number, self._load(number, "".join(part for _, part in head))
                 return
         for line, part in head:

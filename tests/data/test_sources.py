@@ -117,6 +117,14 @@ def test_ragas_json_array_errors_name_the_item_line(
     assert failure(RagasReader(path)) == f"{path}:{message}"
 
 
+def test_a_pretty_printed_json_object_is_not_a_ragas_dataset(tmp_path: Path) -> None:
+    path = write(tmp_path / "r.json", json.dumps(json.loads(GOOD), indent=2))
+    assert failure(RagasReader(path)) == (
+        f"{path}:1: invalid JSON: unexpected end of data: line 2 column 1 (char 2) (a .json "
+        "dataset is JSON lines (one object a line) or one JSON array)"
+    )
+
+
 def test_ragas_json_array_keeps_brackets_inside_strings(tmp_path: Path) -> None:
     item = {"question": 'a ] , [ "{', "contexts": ['\\"]'], "answer": "}"}
     path = write(tmp_path / "r.json", json.dumps([item, item | {"id": "two"}], indent=1))
