@@ -94,15 +94,38 @@ def test_phoenix_parquet_through_the_cli(jev_server: JevServer, tmp_path: Path) 
     assert [r["id"] for r in rows(data)] == [WARRANTY, CHARGING]
 
 
-def test_a_bad_export_is_one_error_line(jev_server: JevServer, tmp_path: Path) -> None:
-    path = tmp_path / "spans.jsonl"
-    path.write_text('{"traceId": "t"}\n', encoding="utf-8")
-    code, text = run(jev_server, tmp_path, path, "openinference")
-    assert code == 2
-    assert text == (
-        f"error: {path}:1: expected an OTLP JSON export (resourceSpans[].scopeSpans[].spans[]) "
-        "or a Phoenix spans export (columns context.trace_id, context.span_id, attributes.*)\n"
-    )
+@pytest.mark.parametrize(
+    ("fmt", "message"),
+    [
+        (
+            "openinference",
+            "expected an OTLP JSON export (resourceSpans[].scopeSpans[].spans[]) or a Phoenix "
+            "spans export (columns context.trace_id, context.span_id, attributes.*)",
+        ),
+        (
+            "langfuse",
+            "expected a Langfuse export: traces with id, input, output and observations[] "
+            "(type SPAN/GENERATION/EVENT, name, input, output), or observations with traceId",
+        ),
+        (
+            "deepeval",
+            "missing deepeval field(s) 'input', 'actual_output'; required: input, "
+            "actual_output (or actualOutput)",
+        ),
+        (
+            "ragas",
+            "missing ragas column(s) 'user_input', 'retrieved_contexts', 'response'; required: "
+            "user_input, retrieved_contexts, response (ragas v0.1: question, contexts, answer)",
+        ),
+    ],
+)
+def test_a_file_of_another_shape_is_one_error_line(
+    jev_server: JevServer, tmp_path: Path, fmt: str, message: str
+) -> None:
+    path = tmp_path / "export.jsonl"
+    path.write_text('\n{"traceId": "t"}\n', encoding="utf-8")
+    code, text = run(jev_server, tmp_path, path, fmt)
+    assert (code, text) == (2, f"error: {path}:2: {message}\n")
     assert jev_server.bodies == []
 
 
