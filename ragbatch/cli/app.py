@@ -108,9 +108,11 @@ def run(
         str,
         typer.Option(
             "--format",
-            help="Dataset format: jsonl (ragbatch rows), ragas (JSONL or CSV with ragas "
-            "columns), csv (with --mapping), golden-yaml (DATASET is golden_set.yaml, joined "
-            "with --outputs).",
+            help="Dataset format: jsonl (ragbatch rows), ragas (JSONL, JSON array or CSV with "
+            "ragas v0.2 or v0.1 columns), csv (with --mapping), golden-yaml (DATASET is "
+            "golden_set.yaml, joined with --outputs), deepeval (test cases: JSON, JSONL, CSV), "
+            "openinference (OTLP JSON or a Phoenix spans export: JSONL, Parquet), langfuse "
+            "(traces with observations, or observations). See README: Formats.",
         ),
     ] = "jsonl",
     mapping: Annotated[

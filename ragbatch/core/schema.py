@@ -163,6 +163,15 @@ class BaselineVerdict(Frozen):
     usage: TokenUsage | None = None
 
 
+class Spans(Frozen):
+    """Ids of the trace's spans a row was read from (OpenInference spans, Langfuse
+    observations), so verdicts can be written back onto them; ``None``: no such span."""
+
+    root: NonEmptyStr | None = None
+    retriever: NonEmptyStr | None = None
+    llm: NonEmptyStr | None = None
+
+
 class Row(Frozen):
     """One logged RAG interaction, as one JSONL line of a dataset."""
 
@@ -178,6 +187,7 @@ class Row(Frozen):
     claims: list[Claim] | None = None
     golden: Golden | None = None
     trace_id: NonEmptyStr | None = None
+    spans: Spans | None = None
 
     @model_validator(mode="after")
     def _check_ids(self) -> Row:

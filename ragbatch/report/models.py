@@ -14,7 +14,13 @@ import orjson
 
 from ragbatch.core.policy import Guarantee
 from ragbatch.core.pricing import Cost
-from ragbatch.core.schema import Diagnosis, GenerationJudgments, RetrievalJudgments, Route
+from ragbatch.core.schema import (
+    Diagnosis,
+    GenerationJudgments,
+    RetrievalJudgments,
+    Route,
+    Spans,
+)
 from ragbatch.metrics.answer_checks import Abstention, AnswerCheck, AnswerChecks
 from ragbatch.metrics.claims import ClaimMetrics
 from ragbatch.metrics.diagnostic_matrix import Finding
@@ -217,6 +223,7 @@ class RowResult(Out):
     retrieval_ranking: RowRanking | None = None
     answer_check: AnswerCheck | None = None
     trace_id: str | None = None
+    spans: Spans | None = None  # the trace's span ids the row was read from (trace exports)
     # Basic mode: the answer is judged grounded but every relevant passage has low authority.
     low_authority_support: bool | None = None
     query_tokens: int | None = None  # whitespace tokens of the question (drift, slices)

@@ -79,6 +79,7 @@ def row_result(
         retrieval_ranking=ranking,
         answer_check=check,
         trace_id=o.row.trace_id,
+        spans=o.row.spans,
         low_authority_support=low_authority_support(o),
         query_tokens=len(o.row.question.split()),
         metadata=o.row.metadata,

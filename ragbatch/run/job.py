@@ -149,7 +149,9 @@ async def evaluate_async(
         outputs=config.outputs,
         ignore_unknown_fields=config.ignore_unknown_fields,
     )
-    total = count_lines(str(config.dataset)) if config.source is None else None
+    # the progress total: a file's non-blank lines (a trace export has several lines a row)
+    by_lines = config.source is None and config.format not in ("openinference", "langfuse")
+    total = count_lines(str(config.dataset)) if by_lines else None
     if config.shard is not None:  # progress counts against the shard's own rows
         jsonl = config.format == "jsonl" and config.source is None and config.progress != "none"
         total = count_shard_rows(config.dataset, config.shard) if jsonl else None

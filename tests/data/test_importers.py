@@ -28,7 +28,9 @@ MAPPING = (
     "referenceAnswer=gold_answer,traceId=trace,metadata.topic=topic,metadata.lang=lang"
 )
 CHOICES = "id, question, answer, contexts, referenceAnswer, traceId, metadata.<name>"
-REQUIRED = "required: user_input, retrieved_contexts, response"
+REQUIRED = (
+    "required: user_input, retrieved_contexts, response (ragas v0.1: question, contexts, answer)"
+)
 
 
 def read(reader: Reader) -> list[Row]:
@@ -129,7 +131,7 @@ def test_ragas_jsonl_missing_columns_name_the_record_line(tmp_path: Path) -> Non
 
 
 def test_ragas_csv_missing_columns_name_the_header(tmp_path: Path) -> None:
-    path = write(tmp_path / "r.csv", "question,retrieved_contexts,answer\nq,[],a\n")
+    path = write(tmp_path / "r.csv", "query,retrieved_contexts,llm_answer\nq,[],a\n")
     missing = "missing ragas column(s) 'user_input', 'response'"
     assert failure(RagasReader(path)) == f"{path}:1: {missing}; {REQUIRED}"
 
@@ -512,7 +514,8 @@ def test_open_dataset_picks_the_reader() -> None:
         (
             "parquet",
             {},
-            "unknown dataset format 'parquet'; choose from jsonl, ragas, csv, golden-yaml",
+            "unknown dataset format 'parquet'; choose from jsonl, ragas, csv, golden-yaml, deepeval, "
+            "openinference, langfuse",
         ),
         (
             "ragas",
