@@ -86,19 +86,33 @@ def parse_retry_after(headers: httpx.Headers, now: float | None = None) -> float
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def _located(entry: dict[str, object]) -> str:
+    """One FastAPI ``detail[]`` entry as ``questions.q.noul.criteria: msg`` (``body`` dropped)."""
+    loc = entry.get("loc")
+    path = [str(p) for p in loc] if isinstance(loc, list) else []
+    path = path[1:] if path[:1] == ["body"] else path
+    message = str(entry.get("msg", entry))
+    return f"{'.'.join(path)}: {message}" if path else message
+
+
 def error_message(response: httpx.Response) -> str:
-    """The service's own message from a JSON error body, else the start of the body."""
+    """The service's own message from a JSON error body, else the start of the body.
+
+    Knows ``{"detail": [...]}`` (422, each message with its ``loc`` path), ``{"detail":
+    {"message"}}``, ``{"error": ...}`` and a top-level ``{"message": ...}``."""
     try:
         body = orjson.loads(response.content)
     except orjson.JSONDecodeError:
         return response.text[:200].strip() or response.reason_phrase
     detail = body.get("error") or body.get("detail") if isinstance(body, dict) else body
+    if detail is None and isinstance(body, dict):
+        detail = body.get("message")
     if detail is None:  # JSON without a known message field: show the body, not "None"
         return response.text[:200].strip() or response.reason_phrase
     if isinstance(detail, dict):
         detail = detail.get("message", detail)
     if isinstance(detail, list) and detail and isinstance(detail[0], dict):
-        detail = "; ".join(str(d.get("msg", d)) for d in detail)
+        detail = "; ".join(_located(d) if isinstance(d, dict) else str(d) for d in detail)
     return str(detail)[:300]
 
 

@@ -225,6 +225,30 @@ def test_choice_options_must_match_the_asked_criteria(
 
 
 @pytest.mark.parametrize(
+    ("answer", "probabilities", "total"),
+    [
+        ("verdict", {"supported": 0.98, "contradicted": 0.12, "unknown": 0.1}, "1.2"),
+        ("quality", {"0": 0.08, "1": 0.08, "2": 0.64}, "0.8"),
+    ],
+)
+def test_a_distribution_that_does_not_sum_to_1_is_malformed(
+    answer: str, probabilities: dict[str, float], total: str
+) -> None:
+    error = malformed(body_of(lambda r: r["answers"][answer].update(probabilities=probabilities)))
+    assert f"{answer!r} probabilities sum to {total}, not 1" in str(error)
+
+
+def test_a_rounded_distribution_is_accepted() -> None:
+    reply = valid_reply()
+    reply["answers"]["verdict"]["probabilities"] = {
+        "supported": 0.34,
+        "contradicted": 0.33,
+        "unknown": 0.34,
+    }
+    parse_reply(REQUEST, orjson.dumps(reply))
+
+
+@pytest.mark.parametrize(
     "levels",
     [
         {"0": 0.5, "1": 0.5},

@@ -152,7 +152,17 @@ def test_parse_retry_after_http_date_against_the_clock() -> None:
         (b'{"error": {"message": "quota exceeded"}}', "quota exceeded"),
         (b'{"error": "bad key"}', "bad key"),
         (b'{"detail": [{"msg": "a"}, {"msg": "b"}]}', "a; b"),
-        (b'{"message": "no known field"}', '{"message": "no known field"}'),
+        (
+            b'{"detail": [{"type": "missing", "loc": ["body", "questions", "groundedness", '
+            b'"noul", "criteria"], "msg": "Field required"}, {"loc": ["body"], "msg": "bad"}]}',
+            "questions.groundedness.noul.criteria: Field required; bad",
+        ),
+        (
+            b'{"detail": {"error_type": "not_found", "message": "no model jev-9"}}',
+            "no model jev-9",
+        ),
+        (b'{"message": "quota exceeded"}', "quota exceeded"),
+        (b'{"unknown": "field"}', '{"unknown": "field"}'),
         (b"<html>oops</html>", "<html>oops</html>"),
         (b"", "Internal Server Error"),
     ],

@@ -125,7 +125,9 @@ def test_bad_or_missing_key_is_401(server: JevServer, auth: str | None) -> None:
     headers = {"Authorization": auth} if auth else {}
     response = httpx.post(f"{server.base_url}/v1/systemone", json=request_body(), headers=headers)
     assert response.status_code == 401
-    assert response.json() == {"error": {"message": "invalid api key"}}
+    assert response.json() == {
+        "detail": {"error_type": "authentication_error", "message": "invalid api key"}
+    }
     assert response.headers["x-typesafe-request-id"].startswith("req-")
 
 
@@ -138,6 +140,25 @@ def test_invalid_body_is_422(client: httpx.Client, content: bytes) -> None:
     assert response.status_code == 422
     assert isinstance(response.json()["detail"], list)
     assert "x-typesafe-request-id" in response.headers
+
+
+def test_without_a_key_auth_is_off() -> None:
+    with JevServer(api_key=None) as srv:
+        url = f"{srv.base_url}/v1/systemone"
+        assert httpx.post(url, json=request_body()).status_code == 200
+        assert httpx.post(
+            url, json=request_body(), headers={"Authorization": "Bearer x"}
+        ).is_success
+
+
+@pytest.mark.parametrize(
+    "criteria", [{"0": "calm", "1": "angry"}, ["calm", None], ["calm"]], ids=["map", "null", "one"]
+)
+def test_bad_score_levels_are_422(client: httpx.Client, criteria: object) -> None:
+    question = {"type": "score", "instructions": "Frustrated?", "criteria": criteria}
+    response = post(client, request_body({"q": question}))
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "questions", "q", "score", "criteria"]
 
 
 def test_unknown_question_type_is_422(client: httpx.Client) -> None:
@@ -153,7 +174,9 @@ def test_status_fault_429_carries_retry_headers(server: JevServer, client: httpx
     assert response.status_code == 429
     assert response.headers["retry-after"] == "1"
     assert response.headers["retry-after-ms"] == "1500"
-    assert response.json() == {"error": {"message": "too many requests"}}
+    assert response.json() == {
+        "detail": {"error_type": "rate_limit_error", "message": "too many requests"}
+    }
     assert post(client).status_code == 200  # queue drained: normal again
 
 
@@ -162,7 +185,7 @@ def test_status_fault_codes(server: JevServer, client: httpx.Client, status: int
     server.push(Fault(kind="status", status=status))
     response = post(client)
     assert response.status_code == status
-    assert isinstance(response.json()["error"]["message"], str)
+    assert isinstance(response.json()["detail"]["message"], str)
     assert "retry-after" not in response.headers
 
 
