@@ -4,7 +4,8 @@ Per call: rate limiter slot -> per-attempt timeout -> tenacity retries around th
 only. Retried: 408, 429, every 5xx (529 included), connection errors and timeouts, with
 exponential backoff and jitter, capped, and ``retry-after-ms`` / ``Retry-After`` (seconds or
 an HTTP-date) honoured. Never retried: 400, 401, 403, 404, 422 and malformed replies. A 401 or
-403 stops the whole run (a wrong key would fail every row). The overall per-row deadline
+403 stops the whole run (a wrong key would fail every row). A request over the documented size
+limits is not sent: its row fails with kind ``request-too-large``. The overall per-row deadline
 bounds all attempts and waits together. The API key never appears in an error message.
 """
 
@@ -15,7 +16,7 @@ import math
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 import httpx
@@ -29,7 +30,7 @@ from tenacity import (
 
 from ragbatch.core.errors import ProviderError, RateLimited, RunAborted
 from ragbatch.core.provider import Call, Reply
-from ragbatch.core.questions import estimate_input_tokens
+from ragbatch.core.questions import RequestLimits, estimate_input_tokens, oversize_reason
 from ragbatch.core.schema import TokenUsage
 from ragbatch.core.wire import parse_reply
 from ragbatch.providers.ratelimit import RateLimiter
@@ -56,6 +57,7 @@ class JevSettings:
     backoff_initial_s: float = 0.5
     backoff_max_s: float = 5.0
     retry_after_cap_s: float = 60.0
+    limits: RequestLimits = field(default_factory=RequestLimits)  # over one: never sent
 
     def __repr__(self) -> str:  # never show the key
         return f"JevSettings(base_url={self.base_url!r}, model={self.model!r}, api_key=***)"
@@ -224,6 +226,9 @@ class JevProvider:
         )
 
     async def fetch_answers(self, call: Call) -> Reply:
+        too_large = oversize_reason(call.request, self.settings.limits)
+        if too_large is not None:  # the service would refuse it (or bill it in full)
+            raise ProviderError(too_large, kind="request-too-large")
         estimate = estimate_input_tokens(call.request)
         started = time.perf_counter()
         retries: Counter[str] = Counter()
