@@ -203,7 +203,11 @@ class JevProvider:
                 retry_after = parse_retry_after(response.headers)
                 cap = self.settings.retry_after_cap_s
                 hold = None if retry_after is None else min(retry_after, cap)
-                self.limiter.on_throttled(hold, epoch)
+                reason = f"HTTP {status}"
+                if retry_after is not None:
+                    capped = f", capped at {cap:g} s" if retry_after > cap else ""
+                    reason += f", Retry-After {retry_after:g} s{capped}"
+                self.limiter.on_throttled(hold, epoch, reason)
                 raise RateLimited(
                     message, status=status, retry_after=retry_after, request_id=request_id
                 )
