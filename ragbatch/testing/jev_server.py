@@ -114,12 +114,29 @@ def default_answer(state: Any, question: dict[str, Any]) -> dict[str, Any]:
     labels = [str(i) for i in range(len(criteria))] if kind == "score" else list(criteria)
     probs = _distribution(state, question, labels)
     top = max(range(len(labels)), key=lambda i: probs[i])
-    dist = {"confidence": probs[top], "probabilities": dict(zip(labels, probs, strict=True))}
+    confidence = score_confidence(probs, top) if kind == "score" else choice_confidence(probs)
+    dist = {"confidence": confidence, "probabilities": dict(zip(labels, probs, strict=True))}
     if kind == "choice":
         return {"type": "choice", "choice": labels[top], **dist}
     score = round(sum(i * p for i, p in enumerate(probs)), 3)
     legend = {str(i): level for i, level in enumerate(criteria)}
     return {"type": "score", "score": score, "legend": legend, **dist}
+
+
+def choice_confidence(probs: Sequence[float]) -> float:
+    """The reference formula: the top probability's lift over uniform, in [0, 1]."""
+    n = len(probs)
+    return 1.0 if n <= 1 else round((max(probs) - 1 / n) / (1 - 1 / n), 6)
+
+
+def score_confidence(probs: Sequence[float], mode: int) -> float:
+    """The reference formula: 1 - the mean distance from the mode, over a uniform answer's."""
+    n = len(probs)
+    if n <= 1:
+        return 1.0
+    spread = sum(p * abs(i - mode) for i, p in enumerate(probs))
+    uniform = sum(abs(i - (n - 1) / 2) for i in range(n)) / n
+    return round(max(0.0, 1 - spread / uniform), 6)
 
 
 def count_input_tokens(state: Any, questions: dict[str, Any]) -> int:

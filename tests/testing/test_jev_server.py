@@ -75,8 +75,10 @@ def test_normal_answer_shape_usage_and_headers(server: JevServer, client: httpx.
     assert set(choice["probabilities"]) == set(CHOICE["criteria"])
     assert math.isclose(sum(choice["probabilities"].values()), 1.0)
     assert choice["choice"] == max(choice["probabilities"], key=choice["probabilities"].get)
-    assert choice["confidence"] == choice["probabilities"][choice["choice"]]
+    top, n = choice["probabilities"][choice["choice"]], len(choice["probabilities"])
+    assert math.isclose(choice["confidence"], (top - 1 / n) / (1 - 1 / n), abs_tol=1e-6)
     score = answers["q3"]
+    assert 0 <= score["confidence"] <= 1
     assert score["legend"] == {"0": "bad", "1": "ok", "2": "good", "3": "great"}
     assert set(score["probabilities"]) == {"0", "1", "2", "3"}
     expected = sum(int(k) * p for k, p in score["probabilities"].items())
