@@ -28,7 +28,7 @@ from tenacity import (
     stop_after_attempt,
 )
 
-from ragbatch.core.errors import ProviderError, RateLimited, RunAborted
+from ragbatch.core.errors import TOO_LARGE_KIND, ProviderError, RateLimited, RunAborted
 from ragbatch.core.provider import Call, Reply
 from ragbatch.core.questions import RequestLimits, estimate_input_tokens, oversize_reason
 from ragbatch.core.schema import TokenUsage
@@ -232,7 +232,7 @@ class JevProvider:
     async def fetch_answers(self, call: Call) -> Reply:
         too_large = oversize_reason(call.request, self.settings.limits)
         if too_large is not None:  # the service would refuse it (or bill it in full)
-            raise ProviderError(too_large, kind="request-too-large")
+            raise ProviderError(too_large, kind=TOO_LARGE_KIND)
         estimate = estimate_input_tokens(call.request)
         started = time.perf_counter()
         retries: Counter[str] = Counter()

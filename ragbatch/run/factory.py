@@ -103,7 +103,7 @@ def make_provider(
     )
     cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
     if limit is not None:
-        inner = BudgetedProvider(inner, limit)
+        inner = BudgetedProvider(inner, limit, settings.limits)
     cached = CachedProvider(inner, cache, config.cache_mode)
     return cached, cached, warnings
 

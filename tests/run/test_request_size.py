@@ -90,6 +90,17 @@ def test_a_request_over_a_limit_is_not_sent_and_fails_its_row(
     assert code == 0 and server.requests_total == 4  # the two fitting rows were cached
 
 
+def test_a_request_over_a_limit_does_not_use_up_the_budget(
+    start_jev_server: StartServer, tmp_path: Path
+) -> None:
+    # the huge row's reservation alone (~76k tokens x 1.5) would pass --max-cost 0.002
+    server = start_jev_server()
+    code, report = run(server.base_url, tmp_path, dataset(tmp_path), "--max-cost", "0.002")
+    assert code == 3 and "incomplete" not in report
+    kinds = report["modes"]["jevOnly"]["failures"]["byKind"]
+    assert kinds == {"request-too-large": 2} and server.requests_total == 2
+
+
 @pytest.mark.parametrize("json_out", [True, False])
 def test_estimate_lists_the_rows_over_a_limit(tmp_path: Path, json_out: bool) -> None:
     data = dataset(tmp_path)
