@@ -24,6 +24,7 @@ from ragbatch.core.errors import (
     RagbatchError,
 )
 from ragbatch.core.policy import Thresholds, routing_of
+from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
 from ragbatch.data.formats import open_dataset
 from ragbatch.data.output import check_output
 from ragbatch.metrics.ranking import DEFAULT_KS
@@ -180,6 +181,14 @@ def run(
         float | None,
         typer.Option(min=1, help="Ceiling on input tokens per second (reserved by estimate)."),
     ] = None,
+    max_request_tokens: Annotated[
+        int,
+        typer.Option(min=1, help="Estimated input tokens per request above which it is not sent."),
+    ] = MAX_REQUEST_TOKENS,
+    max_state_question_tokens: Annotated[
+        int,
+        typer.Option(min=1, help="The same for the state plus the longest question."),
+    ] = MAX_STATE_QUESTION_TOKENS,
     adaptive: Annotated[
         bool, typer.Option(help="Halve concurrency on 429/529, grow back slowly on success.")
     ] = True,
@@ -352,6 +361,8 @@ def run(
             max_retries=max_retries,
             max_rps=max_rps,
             max_tokens_per_s=max_tokens_per_s,
+            max_request_tokens=max_request_tokens,
+            max_state_question_tokens=max_state_question_tokens,
             adaptive=adaptive,
             max_error_rate=max_error_rate,
             error_budget_rows=error_budget_rows,

@@ -31,6 +31,7 @@ from ragbatch.compare.gate import (
     parse_rules,
 )
 from ragbatch.core.errors import ConfigError, RagbatchError
+from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
 from ragbatch.data.counterfactual import write_counterfactuals
 from ragbatch.data.formats import open_dataset
 from ragbatch.data.jsonl import DatasetReader
@@ -42,6 +43,7 @@ from ragbatch.providers.mock import MOCK_MODEL
 from ragbatch.report.builder import summarize
 from ragbatch.report.models import report_bytes
 from ragbatch.run.estimate import estimate_run
+from ragbatch.run.factory import request_limits
 from ragbatch.run.job import (
     DEFAULT_CACHE,
     DEFAULT_DATASET,
@@ -52,6 +54,8 @@ from ragbatch.run.job import (
     write_bytes,
 )
 from ragbatch.run.shards import merge_partials
+
+TOO_LARGE_SHOWN = 20  # rows over a size limit listed by `estimate` (all of them with --json)
 
 
 def read_json(path: Path, what: str) -> Any:
@@ -185,9 +189,18 @@ def estimate_command(
     ignore_unknown_fields: Annotated[
         bool, typer.Option("--ignore-unknown-fields", help="As for run.")
     ] = False,
+    max_request_tokens: Annotated[
+        int, typer.Option(min=1, help="As for run: a larger request is listed, not sent.")
+    ] = MAX_REQUEST_TOKENS,
+    max_state_question_tokens: Annotated[
+        int, typer.Option(min=1, help="As for run: the state plus the longest question.")
+    ] = MAX_STATE_QUESTION_TOKENS,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Calls, input tokens and cost of a run before spending anything (no network)."""
+    """Calls, input tokens and cost of a run before spending anything (no network).
+
+    Lists the rows whose request is over a size limit: the run fails them (request-too-large)
+    without sending them."""
     try:
         config = JobConfig(
             dataset=dataset,
@@ -196,13 +209,16 @@ def estimate_command(
             groundedness=groundedness,
             claim_evidence=claim_evidence,
             claim_extractor=claim_extractor,
+            max_request_tokens=max_request_tokens,
+            max_state_question_tokens=max_state_question_tokens,
         )
         snapshot = load_pricing(pricing)
         claims = make_claims(config)
         chosen = model or (DEFAULT_MODEL if provider == "jev" else MOCK_MODEL)
         cache = ReplyCache(cache_dir) if provider == "jev" and cache_dir.exists() else None
         reader = DatasetReader(dataset, ignore_unknown_fields=ignore_unknown_fields)
-        result = estimate_run(reader, chosen, ENDPOINT, snapshot, cache, claims)
+        limits = request_limits(config) if provider == "jev" else None
+        result = estimate_run(reader, chosen, ENDPOINT, snapshot, cache, claims, limits)
         if cache is not None:
             cache.close()
     except RagbatchError as error:
@@ -222,6 +238,15 @@ def estimate_command(
             f"estimator error on {a.compared_calls} cached calls: total "
             f"{a.total_relative_error:+.1%}, mean absolute {a.mean_absolute_relative_error:.1%}"
         )
+    if result.too_large:
+        typer.echo(
+            f"{len(result.too_large)} call(s) over a request size limit, not sent (their rows "
+            "fail as request-too-large):"
+        )
+        for item in result.too_large[:TOO_LARGE_SHOWN]:
+            typer.echo(f"  row {item.row}: {item.message}")
+        if len(result.too_large) > TOO_LARGE_SHOWN:
+            typer.echo(f"  … and {len(result.too_large) - TOO_LARGE_SHOWN} more (see --json)")
 
 
 def counterfactual_command(

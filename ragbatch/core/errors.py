@@ -28,6 +28,7 @@ EXIT_INCOMPLETE = 5
 
 # The failure kind of a row not sent because the --max-cost budget ran out.
 BUDGET_KIND = "budget-exhausted"
+TOO_LARGE_KIND = "request-too-large"  # over a request size limit: never sent
 
 
 class RagbatchError(Exception):

@@ -33,6 +33,9 @@ DECISION_IDS: dict[str, str] = {
 Variant = Literal["with-reference", "without-reference"]
 
 CALL_OVERHEAD_TOKENS = 260
+# The service's documented size limits (jev-api.md), compared with the estimate below.
+MAX_REQUEST_TOKENS = 64_000
+MAX_STATE_QUESTION_TOKENS = 32_000
 CHUNK_PREFIX = "chunkRelevance:"
 CLAIM_PREFIX = "claim:"
 
@@ -208,3 +211,32 @@ def estimate_input_tokens(request: JevRequest) -> int:
     """
     questions = sum(q.estimated_tokens for q in request.questions.values())
     return CALL_OVERHEAD_TOKENS + _tokens(request.state) + questions
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLimits:
+    """Size limits of one request in estimated input tokens (``--max-request-tokens``,
+    ``--max-state-question-tokens``)."""
+
+    request_tokens: int = MAX_REQUEST_TOKENS
+    state_question_tokens: int = MAX_STATE_QUESTION_TOKENS
+
+
+def oversize_reason(request: JevRequest, limits: RequestLimits) -> str | None:
+    """Why ``request`` is over a size limit (naming the limit), or None if it fits."""
+    state = _tokens(request.state)
+    sizes = [q.estimated_tokens for q in request.questions.values()]
+    total = CALL_OVERHEAD_TOKENS + state + sum(sizes)
+    if total > limits.request_tokens:
+        return (
+            f"request too large: ~{total:,} input tokens estimated, over the limit of "
+            f"{limits.request_tokens:,} tokens per request (--max-request-tokens); not sent"
+        )
+    longest = max(sizes, default=0)
+    if state + longest > limits.state_question_tokens:
+        return (
+            f"request too large: the state and the longest question are ~{state + longest:,} "
+            f"tokens estimated, over the limit of {limits.state_question_tokens:,} "
+            "(--max-state-question-tokens); not sent"
+        )
+    return None

@@ -2,7 +2,8 @@
 
 A reply reaches policy code only after :func:`parse_reply` has checked it against the request
 that was sent: exactly the asked answer ids, each of the asked type, finite probabilities in
-[0, 1], choice keys equal to the option names, usage non-negative integers. Anything else
+[0, 1] summing to 1 (within 0.05, or the rounding of many values), choice keys equal to the option names, usage
+non-negative integers. Anything else
 raises :class:`~ragbatch.core.errors.ProviderError` of kind ``malformed-response``.
 """
 
@@ -20,6 +21,18 @@ from ragbatch.core.errors import ProviderError
 from ragbatch.core.schema import Probability
 
 Criteria = dict[str, str | None] | list[str] | None
+# How far a choice or score distribution may sum from 1 (jevcompat's spec §5): 0.05, or more
+# when many values are each rounded (half a unit of the last decimal shown, per value).
+# Further off, the probabilities read from it mean something else: a failed call.
+PROBABILITY_SUM_TOLERANCE = 0.05
+
+
+def _sum_tolerance(values: list[float]) -> float:
+    decimals = next(
+        (d for d in range(2, 7) if all(abs(v - round(v, d)) < 1e-9 for v in values)), None
+    )
+    rounding = 0.0 if decimals is None else 0.5 / 10**decimals
+    return max(PROBABILITY_SUM_TOLERANCE, len(values) * rounding)
 
 
 class Question(BaseModel):
@@ -136,4 +149,11 @@ def parse_reply(request: JevRequest, body: bytes, request_id: str | None = None)
             legend_ok = not answer.legend or set(answer.legend) == levels
             if set(answer.probabilities) != levels or not legend_ok:
                 raise _malformed(f"answer {qid!r} levels differ from the asked ones", request_id)
+        if isinstance(answer, ChoiceAnswer | ScoreAnswer):
+            values = list(answer.probabilities.values())
+            total = math.fsum(values)
+            if abs(total - 1) > _sum_tolerance(values):
+                raise _malformed(
+                    f"answer {qid!r} probabilities sum to {total:.3g}, not 1", request_id
+                )
     return reply

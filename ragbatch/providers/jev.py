@@ -4,7 +4,8 @@ Per call: rate limiter slot -> per-attempt timeout -> tenacity retries around th
 only. Retried: 408, 429, every 5xx (529 included), connection errors and timeouts, with
 exponential backoff and jitter, capped, and ``retry-after-ms`` / ``Retry-After`` (seconds or
 an HTTP-date) honoured. Never retried: 400, 401, 403, 404, 422 and malformed replies. A 401 or
-403 stops the whole run (a wrong key would fail every row). The overall per-row deadline
+403 stops the whole run (a wrong key would fail every row). A request over the documented size
+limits is not sent: its row fails with kind ``request-too-large``. The overall per-row deadline
 bounds all attempts and waits together. The API key never appears in an error message.
 """
 
@@ -15,7 +16,7 @@ import math
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 import httpx
@@ -27,9 +28,9 @@ from tenacity import (
     stop_after_attempt,
 )
 
-from ragbatch.core.errors import ProviderError, RateLimited, RunAborted
+from ragbatch.core.errors import TOO_LARGE_KIND, ProviderError, RateLimited, RunAborted
 from ragbatch.core.provider import Call, Reply
-from ragbatch.core.questions import estimate_input_tokens
+from ragbatch.core.questions import RequestLimits, estimate_input_tokens, oversize_reason
 from ragbatch.core.schema import TokenUsage
 from ragbatch.core.wire import parse_reply
 from ragbatch.providers.ratelimit import RateLimiter
@@ -56,6 +57,7 @@ class JevSettings:
     backoff_initial_s: float = 0.5
     backoff_max_s: float = 5.0
     retry_after_cap_s: float = 60.0
+    limits: RequestLimits = field(default_factory=RequestLimits)  # over one: never sent
 
     def __repr__(self) -> str:  # never show the key
         return f"JevSettings(base_url={self.base_url!r}, model={self.model!r}, api_key=***)"
@@ -86,19 +88,33 @@ def parse_retry_after(headers: httpx.Headers, now: float | None = None) -> float
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def _located(entry: dict[str, object]) -> str:
+    """One FastAPI ``detail[]`` entry as ``questions.q.noul.criteria: msg`` (``body`` dropped)."""
+    loc = entry.get("loc")
+    path = [str(p) for p in loc] if isinstance(loc, list) else []
+    path = path[1:] if path[:1] == ["body"] else path
+    message = str(entry.get("msg", entry))
+    return f"{'.'.join(path)}: {message}" if path else message
+
+
 def error_message(response: httpx.Response) -> str:
-    """The service's own message from a JSON error body, else the start of the body."""
+    """The service's own message from a JSON error body, else the start of the body.
+
+    Knows ``{"detail": [...]}`` (422, each message with its ``loc`` path), ``{"detail":
+    {"message"}}``, ``{"error": ...}`` and a top-level ``{"message": ...}``."""
     try:
         body = orjson.loads(response.content)
     except orjson.JSONDecodeError:
         return response.text[:200].strip() or response.reason_phrase
     detail = body.get("error") or body.get("detail") if isinstance(body, dict) else body
+    if detail is None and isinstance(body, dict):
+        detail = body.get("message")
     if detail is None:  # JSON without a known message field: show the body, not "None"
         return response.text[:200].strip() or response.reason_phrase
     if isinstance(detail, dict):
         detail = detail.get("message", detail)
     if isinstance(detail, list) and detail and isinstance(detail[0], dict):
-        detail = "; ".join(str(d.get("msg", d)) for d in detail)
+        detail = "; ".join(_located(d) if isinstance(d, dict) else str(d) for d in detail)
     return str(detail)[:300]
 
 
@@ -187,7 +203,11 @@ class JevProvider:
                 retry_after = parse_retry_after(response.headers)
                 cap = self.settings.retry_after_cap_s
                 hold = None if retry_after is None else min(retry_after, cap)
-                self.limiter.on_throttled(hold, epoch)
+                reason = f"HTTP {status}"
+                if retry_after is not None:
+                    capped = f", capped at {cap:g} s" if retry_after > cap else ""
+                    reason += f", Retry-After {retry_after:g} s{capped}"
+                self.limiter.on_throttled(hold, epoch, reason)
                 raise RateLimited(
                     message, status=status, retry_after=retry_after, request_id=request_id
                 )
@@ -210,6 +230,9 @@ class JevProvider:
         )
 
     async def fetch_answers(self, call: Call) -> Reply:
+        too_large = oversize_reason(call.request, self.settings.limits)
+        if too_large is not None:  # the service would refuse it (or bill it in full)
+            raise ProviderError(too_large, kind=TOO_LARGE_KIND)
         estimate = estimate_input_tokens(call.request)
         started = time.perf_counter()
         retries: Counter[str] = Counter()

@@ -92,6 +92,7 @@ class RateLimiter:
         self._successes = 0
         self._epoch = 0  # bumped on every halving of the limit
         self._resume_at = -math.inf  # no call is sent before this clock time (Retry-After)
+        self._hold_reason = ""  # what asked for the hold, for the progress display
         # A burst of one request: with a burst of ``max_rps`` the first second could carry
         # twice the ceiling (a full bucket plus its refill).
         self.requests = Bucket(max_rps, 1.0, clock) if max_rps else None
@@ -142,14 +143,19 @@ class RateLimiter:
         if self.tokens is not None:
             self.tokens.give_back(estimated_tokens - actual_tokens)
 
-    def on_throttled(self, retry_after: float | None = None, epoch: int | None = None) -> None:
+    def on_throttled(
+        self, retry_after: float | None = None, epoch: int | None = None, reason: str = ""
+    ) -> None:
         """A 429/529: halve the concurrency limit (never below 1); hold every call for
-        ``retry_after`` seconds when the service said how long to wait. A call admitted
-        before the last halving (an older ``epoch``) does not halve it again."""
+        ``retry_after`` seconds when the service said how long to wait (``reason`` says why,
+        for :meth:`hold`). A call admitted before the last halving (an older ``epoch``) does
+        not halve it again."""
         self.stats.throttled += 1
         self._successes = 0
         if retry_after is not None and retry_after > 0:
-            self._resume_at = max(self._resume_at, self._clock() + retry_after)
+            until = self._clock() + retry_after
+            if until >= self._resume_at:
+                self._resume_at, self._hold_reason = until, reason or "throttled"
         if not self.adaptive or (epoch is not None and epoch != self._epoch):
             return
         self._epoch += 1
@@ -157,6 +163,11 @@ class RateLimiter:
         self._slots.total_tokens = new
         self.stats.current_limit = new
         self.stats.lowest_limit = min(self.stats.lowest_limit, new)
+
+    def hold(self) -> tuple[str, float] | None:
+        """The global hold in force: (why, seconds left), or None when calls may go."""
+        left = self._resume_at - self._clock()
+        return (self._hold_reason, left) if left > 0 else None
 
     def on_success(self) -> None:
         """Grow the limit by one after ``limit`` consecutive successes, up to the ceiling."""

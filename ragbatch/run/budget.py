@@ -10,10 +10,10 @@ answered before this layer, so rerunning with a larger budget resumes where the 
 
 from __future__ import annotations
 
-from ragbatch.core.errors import BUDGET_KIND, ProviderError
+from ragbatch.core.errors import BUDGET_KIND, TOO_LARGE_KIND, ProviderError
 from ragbatch.core.pricing import PER_MILLION, PricingSnapshot
 from ragbatch.core.provider import Call, Provider, Reply
-from ragbatch.core.questions import estimate_input_tokens
+from ragbatch.core.questions import RequestLimits, estimate_input_tokens, oversize_reason
 
 MARGIN = 1.5  # the estimator is within a few percent of the loopback server; real Jev may differ
 
@@ -54,14 +54,20 @@ class SpendLimit:
 class BudgetedProvider:
     """Wraps a provider; refuses calls once the limit would be passed."""
 
-    def __init__(self, inner: Provider, limit: SpendLimit) -> None:
+    def __init__(
+        self, inner: Provider, limit: SpendLimit, sizes: RequestLimits | None = None
+    ) -> None:
         self.inner = inner
         self.limit = limit
+        self.sizes = sizes  # the inner provider's size limits: such a call is never reserved
         self.name = inner.name
         self.model = inner.model
         self.endpoint = inner.endpoint
 
     async def fetch_answers(self, call: Call) -> Reply:
+        too_large = oversize_reason(call.request, self.sizes) if self.sizes else None
+        if too_large is not None:  # not sent: reserving for it could end the run for nothing
+            raise ProviderError(too_large, kind=TOO_LARGE_KIND)
         estimate = estimate_input_tokens(call.request)
         outputs = 2 * len(call.request.questions)
         amount = self.limit.cost(self.model, estimate, outputs) * self.limit.margin

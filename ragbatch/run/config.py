@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ragbatch.core.policy import Thresholds
+from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
 from ragbatch.core.schema import Row
 from ragbatch.data.output import check_output, write_bytes
 from ragbatch.metrics.ranking import DEFAULT_KS
@@ -71,6 +72,8 @@ class JobConfig:
     backoff_max_s: float = 5.0
     max_rps: float | None = None
     max_tokens_per_s: float | None = None
+    max_request_tokens: int = MAX_REQUEST_TOKENS
+    max_state_question_tokens: int = MAX_STATE_QUESTION_TOKENS
     adaptive: bool = True
     max_error_rate: float | None = None
     error_budget_rows: int = 20

@@ -4,7 +4,9 @@ Estimator (documented in the README): input tokens of a call = 260 tokens of per
 overhead + the state's canonical JSON bytes / 4 + each question's canonical JSON bytes / 4;
 output tokens = 2 per question (Jev does not charge them today). Calls already in the cache
 cost nothing and are subtracted; for them the estimate is compared with the usage the service
-actually reported, which measures the estimator's error on your data.
+actually reported, which measures the estimator's error on your data. Calls over a request size
+limit (``--max-request-tokens``, ``--max-state-question-tokens``) are listed, not counted: the
+run does not send them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from ragbatch.core.claims import ClaimExtractor, claim_groups
 from ragbatch.core.errors import ConfigError, ProviderError
 from ragbatch.core.pricing import PER_MILLION, PricingSnapshot
 from ragbatch.core.provider import Call
-from ragbatch.core.questions import CALL_OVERHEAD_TOKENS, build_request, estimate_input_tokens
+from ragbatch.core.questions import (
+    CALL_OVERHEAD_TOKENS,
+    RequestLimits,
+    build_request,
+    estimate_input_tokens,
+    oversize_reason,
+)
 from ragbatch.core.schema import Row
 from ragbatch.core.wire import JevRequest, request_key
 from ragbatch.metrics.scores import Out
@@ -34,6 +42,13 @@ class EstimatorAccuracy(Out):
     mean_absolute_relative_error: float
 
 
+class TooLarge(Out):
+    """A call over a request size limit: not sent, its row fails (``request-too-large``)."""
+
+    row: str  # the row id
+    message: str  # which limit, with the estimate
+
+
 class Estimate(Out):
     rows: int
     calls: int
@@ -46,6 +61,7 @@ class Estimate(Out):
     model: str
     method: str
     accuracy: EstimatorAccuracy | None = None
+    too_large: tuple[TooLarge, ...] = ()  # not counted in the tokens to send
 
 
 METHOD = (
@@ -74,10 +90,12 @@ def estimate_run(
     pricing: PricingSnapshot,
     cache: ReplyCache | None,
     claims: ClaimConfig | None = None,
+    limits: RequestLimits | None = None,
 ) -> Estimate:
     n = calls = hits = tokens_in = tokens_out = 0
     estimated_hits = actual_hits = 0
     errors: list[float] = []
+    oversize: list[TooLarge] = []
     for row in rows:
         n += 1
         for request in requests_of(row, model, claims):
@@ -98,6 +116,10 @@ def estimate_run(
                     if actual:
                         errors.append(abs(estimate - actual) / actual)
                     continue
+            too_large = oversize_reason(request, limits) if limits is not None else None
+            if too_large is not None:
+                oversize.append(TooLarge(row=row.id, message=too_large))
+                continue
             tokens_in += estimate
             tokens_out += 2 * len(request.questions)
     price = pricing.price_for(model)
@@ -127,4 +149,5 @@ def estimate_run(
         model=model,
         method=METHOD,
         accuracy=accuracy,
+        too_large=tuple(oversize),
     )

@@ -14,6 +14,7 @@ from ragbatch.core.errors import ConfigError, PricingError
 from ragbatch.core.policy import Thresholds
 from ragbatch.core.pricing import PricingSnapshot, parse_pricing
 from ragbatch.core.provider import BaselineJudge, Provider
+from ragbatch.core.questions import RequestLimits
 from ragbatch.providers.baseline import RecordedBaseline
 from ragbatch.providers.cache import CachedProvider, ReplyCache
 from ragbatch.providers.jev import (
@@ -57,6 +58,11 @@ def spend_limit(config: JobConfig, pricing: PricingSnapshot) -> SpendLimit | Non
     return SpendLimit(config.max_cost, pricing)
 
 
+def request_limits(config: JobConfig) -> RequestLimits:
+    """The size limits a request is checked against before it is sent (and by estimate)."""
+    return RequestLimits(config.max_request_tokens, config.max_state_question_tokens)
+
+
 def make_provider(
     config: JobConfig, pricing: PricingSnapshot
 ) -> tuple[Provider, CachedProvider | None, list[str]]:
@@ -84,6 +90,7 @@ def make_provider(
         max_retries=config.max_retries,
         backoff_initial_s=config.backoff_initial_s,
         backoff_max_s=config.backoff_max_s,
+        limits=request_limits(config),
     )
     limiter = RateLimiter(
         config.concurrency,
@@ -96,7 +103,7 @@ def make_provider(
     )
     cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
     if limit is not None:
-        inner = BudgetedProvider(inner, limit)
+        inner = BudgetedProvider(inner, limit, settings.limits)
     cached = CachedProvider(inner, cache, config.cache_mode)
     return cached, cached, warnings
 

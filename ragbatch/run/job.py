@@ -103,6 +103,7 @@ def watch(
                 live.concurrency = lambda: limiter.limit
                 live.retries = lambda: sum(counts.values())
                 live.throttled = lambda: limiter.stats.throttled
+                live.hold = limiter.hold
         shard = config.shard
         progress = Progress(
             total,
@@ -210,7 +211,7 @@ async def evaluate_async(
             if config.shard is not None:
                 kept.append(outcome)
 
-        async def evaluate() -> None:
+        async def stream() -> None:
             await run_stream(
                 pairs,
                 provider,
@@ -219,6 +220,15 @@ async def evaluate_async(
                 in_order,
                 progress.on_row if progress is not None else None,
             )
+
+        async def evaluate() -> None:
+            if progress is None:
+                await stream()
+                return
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(progress.tick)  # lines go on while no row finishes (a long hold)
+                await stream()
+                tg.cancel_scope.cancel()
 
         try:
             if stop is not None:

@@ -1,17 +1,21 @@
 """Watching a run on stderr: a rich live display on a terminal, plain lines in CI (I/O).
 
 Shows rows done/total, rows/s, ETA, cache hit rate, calls in flight and the current adaptive
-concurrency, retries and 429s so far, failures and money spent so far (priced with the
-snapshot). Nothing here feeds the report.
+concurrency, retries and 429s so far, a global hold in force (why, seconds left), failures and
+money spent so far (priced with the snapshot). :meth:`Progress.tick` refreshes it while no row
+finishes. Nothing here feeds the report.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
+
+import anyio
 
 from ragbatch.core.outcome import RowOutcome
 from ragbatch.core.pricing import PricingSnapshot, total_cost
@@ -27,6 +31,7 @@ class Snapshot:
     concurrency: Callable[[], int] = lambda: 0
     retries: Callable[[], int] = lambda: 0
     throttled: Callable[[], int] = lambda: 0
+    hold: Callable[[], tuple[str, float] | None] = lambda: None  # (why, seconds left)
 
 
 @dataclass
@@ -67,12 +72,24 @@ class Progress:
                 totals = self.tokens.setdefault(reply.model, [0, 0])
                 totals[0] += reply.usage.input_tokens
                 totals[1] += reply.usage.output_tokens
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Update the live display, or print a plain line if ``interval`` s have passed."""
         now = time.perf_counter()
         if self.mode == "rich" and self._rich is not None:
             self._rich.update(self.line())
         elif self.mode == "plain" and now - self.last >= self.interval:
             self.last = now
             print(self.line(), file=self.stream, flush=True)
+
+    async def tick(self) -> None:
+        """Refresh every ``interval`` s (1 s for 0) while no row finishes, e.g. during a hold;
+        runs until cancelled."""
+        period = self.interval if self.interval > 0 else 1.0
+        while True:
+            await anyio.sleep(period)
+            self.refresh()
 
     def spent(self) -> float:
         cost = total_cost(self.pricing, ((m, t[0], t[1]) for m, t in self.tokens.items()))
@@ -93,6 +110,9 @@ class Progress:
                 f", in flight {self.live.in_flight()} (concurrency {self.live.concurrency()}), "
                 f"retries {self.live.retries()}, 429s {self.live.throttled()}"
             )
+        if (hold := self.live.hold()) is not None:
+            reason, left = hold
+            calls += f", on hold {math.ceil(left)} s more ({reason})"
         label = f" ({self.label})" if self.label else ""
         return (
             f"progress{label}: {self.done}{total} rows, {rate:.1f} rows/s{eta}{hits}{calls}, "

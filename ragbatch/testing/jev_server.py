@@ -4,6 +4,8 @@ Owns sockets, threads and real sleeps; nothing in the pure core imports it. Answ
 deterministic from content (sha256 of canonical JSON of ``[state, question]``, never of the
 question id), so the same question gets the same answer under any id, alone or with others.
 Faults are scripted per request: a FIFO queue (``push``) first, then an optional ``fault_fn``.
+Error bodies take the reference's shapes: ``{"detail": [...]}`` for 422, else
+``{"detail": {"error_type", "message"}}`` (tests/testing/test_jevcompat.py runs ``jevcompat test``).
 Run ``python -m ragbatch.testing.jev_server --port 0`` for a separate benchmark process.
 """
 
@@ -24,10 +26,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, cast
 
+from ragbatch.testing.jev_errors import JSON_INVALID, error_type, phrase, validation_errors
 from ragbatch.testing.loopback import LoopbackServer
 
 __all__ = [
@@ -51,8 +53,6 @@ AnswerFn = Callable[[Any, str, dict[str, Any]], dict[str, Any]]
 
 _ALIASES = frozenset({"jev-latest", "jev-preview"})
 _PINNED = re.compile(r"jev-\d+\.\d+\.\d+")
-_QUESTION_TYPES = frozenset({"noul", "choice", "score"})
-_JSON_INVALID = {"type": "json_invalid", "loc": ["body"], "msg": "JSON decode error"}
 _MODELS = (
     ("jev-1.12.0", "Previous System One release.", "2026-07-15"),
     ("jev-1.13.0", "Current System One release: calibrated noul/choice/score.", "2026-10-01"),
@@ -114,7 +114,8 @@ def default_answer(state: Any, question: dict[str, Any]) -> dict[str, Any]:
     labels = [str(i) for i in range(len(criteria))] if kind == "score" else list(criteria)
     probs = _distribution(state, question, labels)
     top = max(range(len(labels)), key=lambda i: probs[i])
-    dist = {"confidence": probs[top], "probabilities": dict(zip(labels, probs, strict=True))}
+    confidence = score_confidence(probs, top) if kind == "score" else choice_confidence(probs)
+    dist = {"confidence": confidence, "probabilities": dict(zip(labels, probs, strict=True))}
     if kind == "choice":
         return {"type": "choice", "choice": labels[top], **dist}
     score = round(sum(i * p for i, p in enumerate(probs)), 3)
@@ -122,35 +123,26 @@ def default_answer(state: Any, question: dict[str, Any]) -> dict[str, Any]:
     return {"type": "score", "score": score, "legend": legend, **dist}
 
 
+def choice_confidence(probs: Sequence[float]) -> float:
+    """The reference formula: the top probability's lift over uniform, in [0, 1]."""
+    n = len(probs)
+    return 1.0 if n <= 1 else round((max(probs) - 1 / n) / (1 - 1 / n), 6)
+
+
+def score_confidence(probs: Sequence[float], mode: int) -> float:
+    """The reference formula: 1 - the mean distance from the mode, over a uniform answer's."""
+    n = len(probs)
+    if n <= 1:
+        return 1.0
+    spread = sum(p * abs(i - mode) for i, p in enumerate(probs))
+    uniform = sum(abs(i - (n - 1) / 2) for i in range(n)) / n
+    return round(max(0.0, 1 - spread / uniform), 6)
+
+
 def count_input_tokens(state: Any, questions: dict[str, Any]) -> int:
     """Billed input tokens: 260 + ceil(len/4) of the canonical state and of each question."""
     parts = [state, *questions.values()]
     return _BASE_INPUT_TOKENS + sum(math.ceil(len(canonical_json(p)) / 4) for p in parts)
-
-
-def _validation_errors(body: Any) -> list[dict[str, Any]]:
-    """FastAPI-style ``detail`` entries for a body that is not a valid request."""
-
-    def err(kind: str, loc: list[Any], msg: str) -> dict[str, Any]:
-        return {"type": kind, "loc": ["body", *loc], "msg": msg}
-
-    if not isinstance(body, dict):
-        return [err("dict_type", [], "Input should be a valid dictionary")]
-    fields = ("model", "state", "questions")
-    missing = [err("missing", [f], "Field required") for f in fields if f not in body]
-    if missing or not isinstance(body["model"], str):
-        return missing or [err("string_type", ["model"], "Input should be a valid string")]
-    if not isinstance(body["questions"], dict) or not body["questions"]:
-        return [err("dict_type", ["questions"], "Input should be a non-empty dictionary")]
-    errors = []
-    for qid, q in body["questions"].items():
-        if not isinstance(q, dict) or q.get("type") not in _QUESTION_TYPES:
-            errors.append(err("union_tag_invalid", ["questions", qid], "type: noul|choice|score"))
-        elif q["type"] != "noul" and (
-            not isinstance(q.get("criteria"), dict | list) or len(q["criteria"]) < 2
-        ):
-            errors.append(err("too_short", ["questions", qid, "criteria"], "needs 2+ options"))
-    return errors
 
 
 def _corrupt(answers: dict[str, Any], kind: str) -> None:
@@ -251,13 +243,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         if status == 422:
-            detail = [{"type": "value_error", "loc": ["body"], "msg": message}]
-            self._send(status, {"detail": detail}, headers)
-        else:
-            self._send(status, {"error": {"message": message}}, headers)
+            detail: Any = [{"type": "value_error", "loc": ["body"], "msg": message}]
+        else:  # the reference's shape (jevcompat spec §6, errors.shape)
+            detail = {"error_type": error_type(status), "message": message}
+        self._send(status, {"detail": detail}, headers)
 
     def _is_authorized(self) -> bool:
-        return self.headers.get("Authorization") == f"Bearer {self.jev.api_key}"
+        key = self.jev.api_key
+        return key is None or self.headers.get("Authorization") == f"Bearer {key}"
 
     def _get(self, raw: bytes) -> None:
         if self.path.split("?")[0] != "/v1/models":
@@ -284,7 +277,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not self._is_authorized():
             self._error(401, "invalid api key")
-        elif errors := _validation_errors(body) if body is not None else [_JSON_INVALID]:
+        elif errors := validation_errors(body) if body is not None else [JSON_INVALID]:
             self._send(422, {"detail": errors})
         elif body["model"] not in _ALIASES and not _PINNED.fullmatch(body["model"]):
             self._error(404, f"model {body['model']!r} not found")
@@ -326,19 +319,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"<html>oops</html>")
         else:
             headers = {"Retry-After": fault.retry_after, "retry-after-ms": fault.retry_after_ms}
-            message = fault.message or _phrase(fault.status)
+            message = fault.message or phrase(fault.status)
             self._error(
                 fault.status, message, {k: str(v) for k, v in headers.items() if v is not None}
             )
-
-
-def _phrase(status: int) -> str:
-    if status == 529:
-        return "overloaded"
-    try:
-        return HTTPStatus(status).phrase.lower()
-    except ValueError:
-        return "error"
 
 
 class JevServer(LoopbackServer):
@@ -347,7 +331,8 @@ class JevServer(LoopbackServer):
     Counters, written under a lock, read as attributes: ``requests_total`` (every HTTP
     request), ``responses_by_status`` (0 = dropped), ``successful`` (200 with valid answers),
     ``max_in_flight``, and per ``POST /v1/systemone`` one entry in ``bodies`` (parsed JSON,
-    ``None`` if not JSON) and ``headers_seen`` (lower-cased header names).
+    ``None`` if not JSON) and ``headers_seen`` (lower-cased header names). ``api_key=None``
+    turns auth off: any or no ``Authorization`` header is accepted.
     """
 
     requests_total: int
@@ -359,7 +344,7 @@ class JevServer(LoopbackServer):
 
     def __init__(
         self,
-        api_key: str = "test-key",
+        api_key: str | None = "test-key",
         release: str = "jev-1.13.0",
         latency_s: float = 0.0,
         *,
@@ -455,13 +440,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--latency-jitter-ms", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--api-key", default="test-key")
+    parser.add_argument("--api-key", default="test-key", help="empty: no key needed (auth off)")
     parser.add_argument("--release", default="jev-1.13.0")
     parser.add_argument("--token-bucket", type=float, nargs=2, metavar=("CAPACITY", "PER_S"))
     args = parser.parse_args(argv)
     bucket = cast("tuple[float, float] | None", tuple(args.token_bucket or ()) or None)
     server = JevServer(
-        args.api_key,
+        args.api_key or None,
         args.release,
         args.latency_ms / 1000,
         latency_jitter_s=args.latency_jitter_ms / 1000,

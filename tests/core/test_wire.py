@@ -225,6 +225,48 @@ def test_choice_options_must_match_the_asked_criteria(
 
 
 @pytest.mark.parametrize(
+    ("answer", "probabilities", "total"),
+    [
+        ("verdict", {"supported": 0.98, "contradicted": 0.12, "unknown": 0.1}, "1.2"),
+        ("quality", {"0": 0.08, "1": 0.08, "2": 0.64}, "0.8"),
+    ],
+)
+def test_a_distribution_that_does_not_sum_to_1_is_malformed(
+    answer: str, probabilities: dict[str, float], total: str
+) -> None:
+    error = malformed(body_of(lambda r: r["answers"][answer].update(probabilities=probabilities)))
+    assert f"{answer!r} probabilities sum to {total}, not 1" in str(error)
+
+
+def test_many_rounded_options_may_sum_further_from_1() -> None:
+    # 150 options of p = 0.0064 shown to 3 decimals (0.006) and one of 0.04: the shown sum is
+    # 0.94, within the rounding of 151 values (151 x 0.0005); unrounded, 0.94 is too far from 1.
+    options: dict[str, str | None] = {f"o{i}": None for i in range(151)}
+    question = Question(type="choice", instructions="?", criteria=options)
+    request = JevRequest(model="m", state={}, questions={"q": question})
+
+    def reply(small: float) -> bytes:
+        probabilities = {name: small for name in options} | {"o0": 0.04}
+        answer = {"type": "choice", "choice": "o0", "confidence": 0.0}
+        answer["probabilities"] = probabilities
+        return orjson.dumps({"model": "m", "answers": {"q": answer}, "usage": {"input_tokens": 1}})
+
+    parse_reply(request, reply(0.006))
+    with pytest.raises(ProviderError, match=r"sum to 0\.94, not 1"):
+        parse_reply(request, reply(0.0060001))
+
+
+def test_a_rounded_distribution_is_accepted() -> None:
+    reply = valid_reply()
+    reply["answers"]["verdict"]["probabilities"] = {
+        "supported": 0.34,
+        "contradicted": 0.33,
+        "unknown": 0.34,
+    }
+    parse_reply(REQUEST, orjson.dumps(reply))
+
+
+@pytest.mark.parametrize(
     "levels",
     [
         {"0": 0.5, "1": 0.5},

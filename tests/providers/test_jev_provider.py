@@ -7,9 +7,12 @@ error budget), adaptive concurrency, request budgets and in-flight de-duplicatio
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
 from email.utils import formatdate
 from pathlib import Path
 from typing import Any
@@ -152,7 +155,17 @@ def test_parse_retry_after_http_date_against_the_clock() -> None:
         (b'{"error": {"message": "quota exceeded"}}', "quota exceeded"),
         (b'{"error": "bad key"}', "bad key"),
         (b'{"detail": [{"msg": "a"}, {"msg": "b"}]}', "a; b"),
-        (b'{"message": "no known field"}', '{"message": "no known field"}'),
+        (
+            b'{"detail": [{"type": "missing", "loc": ["body", "questions", "groundedness", '
+            b'"noul", "criteria"], "msg": "Field required"}, {"loc": ["body"], "msg": "bad"}]}',
+            "questions.groundedness.noul.criteria: Field required; bad",
+        ),
+        (
+            b'{"detail": {"error_type": "not_found", "message": "no model jev-9"}}',
+            "no model jev-9",
+        ),
+        (b'{"message": "quota exceeded"}', "quota exceeded"),
+        (b'{"unknown": "field"}', '{"unknown": "field"}'),
         (b"<html>oops</html>", "<html>oops</html>"),
         (b"", "Internal Server Error"),
     ],
@@ -293,6 +306,28 @@ async def test_hung_attempt_times_out_and_is_retried(jev_server: JevServer) -> N
     assert 0.2 <= elapsed < 0.9
 
 
+@contextmanager
+def loop_clock_frozen_until(released: threading.Event) -> Iterator[Callable[[], float]]:
+    """Freeze the event loop's clock (timeouts, deadlines, sleeps) until ``released`` is set,
+    then let it run on from where it stopped. Yields the clock."""
+    loop = asyncio.get_running_loop()
+    real, frozen_at = loop.time, loop.time()
+    resumed: list[float] = []
+
+    def clock() -> float:
+        if not released.is_set():
+            return frozen_at
+        if not resumed:
+            resumed.append(real())
+        return frozen_at + real() - resumed[0]
+
+    loop.time = clock  # type: ignore[method-assign]
+    try:
+        yield clock
+    finally:
+        del loop.time
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("row_deadline_s", "max_retries", "kind"),
@@ -301,6 +336,9 @@ async def test_hung_attempt_times_out_and_is_retried(jev_server: JevServer) -> N
 async def test_persistent_hang_fails_the_row(
     jev_server: JevServer, row_deadline_s: float, max_retries: int, kind: str
 ) -> None:
+    if kind == "deadline-exceeded":
+        await deadline_cuts_the_retries_short(jev_server, row_deadline_s, max_retries)
+        return
     jev_server.fault_fn = lambda index, body: Fault(kind="hang", delay_s=1.0)
     settings = settings_for(
         jev_server, attempt_timeout_s=0.2, row_deadline_s=row_deadline_s, max_retries=max_retries
@@ -312,10 +350,44 @@ async def test_persistent_hang_fails_the_row(
         elapsed = time.perf_counter() - started
     assert info.value.kind == kind
     assert elapsed < 0.9
-    if kind == "timeout":
-        assert jev_server.requests_total == max_retries + 1
-    else:  # the deadline cuts the retries short: 3 attempts fit, 2 on a loaded machine
-        assert 2 <= jev_server.requests_total <= 3
+    assert jev_server.requests_total == max_retries + 1
+
+
+async def deadline_cuts_the_retries_short(
+    server: JevServer, row_deadline_s: float, max_retries: int
+) -> None:
+    """Two quick 503s, then a hang that never ends: exactly 3 of the 5 attempts are sent.
+
+    Event-driven, so a loaded machine cannot change the count: the loop's clock stands still
+    until the third request has reached the server, and only then runs towards the deadline.
+    The first two replies are slowed to 0.3 s each (past the deadline in real time) to show it.
+    """
+    third_sent = threading.Event()
+
+    def script(index: int, body: dict[str, Any]) -> Fault:
+        if index < 2:
+            time.sleep(0.3)  # a slow machine: real time passes, the deadline does not
+            return Fault(kind="status", status=503)
+        third_sent.set()
+        return Fault(kind="hang", delay_s=60.0)  # woken when the server stops
+
+    server.fault_fn = script
+    settings = replace(
+        settings_for(server, attempt_timeout_s=30.0, row_deadline_s=row_deadline_s),
+        max_retries=max_retries,
+        backoff_initial_s=0.0,  # no timers while the clock stands still
+        backoff_max_s=0.0,
+    )
+    async with open_provider(settings) as provider:
+        with loop_clock_frozen_until(third_sent) as clock, pytest.raises(ProviderError) as info:
+            started = clock()
+            await provider.fetch_answers(make_call())
+        elapsed = clock() - started
+    assert info.value.kind == "deadline-exceeded"
+    assert str(info.value) == f"row deadline of {row_deadline_s} s exceeded after 3 attempt(s)"
+    assert info.value.retries == {"503": 2}
+    assert server.requests_total == 3
+    assert row_deadline_s <= elapsed < 30.0  # the deadline ended the hung attempt, not its timeout
 
 
 @pytest.mark.anyio

@@ -75,8 +75,10 @@ def test_normal_answer_shape_usage_and_headers(server: JevServer, client: httpx.
     assert set(choice["probabilities"]) == set(CHOICE["criteria"])
     assert math.isclose(sum(choice["probabilities"].values()), 1.0)
     assert choice["choice"] == max(choice["probabilities"], key=choice["probabilities"].get)
-    assert choice["confidence"] == choice["probabilities"][choice["choice"]]
+    top, n = choice["probabilities"][choice["choice"]], len(choice["probabilities"])
+    assert math.isclose(choice["confidence"], (top - 1 / n) / (1 - 1 / n), abs_tol=1e-6)
     score = answers["q3"]
+    assert 0 <= score["confidence"] <= 1
     assert score["legend"] == {"0": "bad", "1": "ok", "2": "good", "3": "great"}
     assert set(score["probabilities"]) == {"0", "1", "2", "3"}
     expected = sum(int(k) * p for k, p in score["probabilities"].items())
@@ -125,7 +127,9 @@ def test_bad_or_missing_key_is_401(server: JevServer, auth: str | None) -> None:
     headers = {"Authorization": auth} if auth else {}
     response = httpx.post(f"{server.base_url}/v1/systemone", json=request_body(), headers=headers)
     assert response.status_code == 401
-    assert response.json() == {"error": {"message": "invalid api key"}}
+    assert response.json() == {
+        "detail": {"error_type": "authentication_error", "message": "invalid api key"}
+    }
     assert response.headers["x-typesafe-request-id"].startswith("req-")
 
 
@@ -138,6 +142,25 @@ def test_invalid_body_is_422(client: httpx.Client, content: bytes) -> None:
     assert response.status_code == 422
     assert isinstance(response.json()["detail"], list)
     assert "x-typesafe-request-id" in response.headers
+
+
+def test_without_a_key_auth_is_off() -> None:
+    with JevServer(api_key=None) as srv:
+        url = f"{srv.base_url}/v1/systemone"
+        assert httpx.post(url, json=request_body()).status_code == 200
+        assert httpx.post(
+            url, json=request_body(), headers={"Authorization": "Bearer x"}
+        ).is_success
+
+
+@pytest.mark.parametrize(
+    "criteria", [{"0": "calm", "1": "angry"}, ["calm", None], ["calm"]], ids=["map", "null", "one"]
+)
+def test_bad_score_levels_are_422(client: httpx.Client, criteria: object) -> None:
+    question = {"type": "score", "instructions": "Frustrated?", "criteria": criteria}
+    response = post(client, request_body({"q": question}))
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "questions", "q", "score", "criteria"]
 
 
 def test_unknown_question_type_is_422(client: httpx.Client) -> None:
@@ -153,7 +176,9 @@ def test_status_fault_429_carries_retry_headers(server: JevServer, client: httpx
     assert response.status_code == 429
     assert response.headers["retry-after"] == "1"
     assert response.headers["retry-after-ms"] == "1500"
-    assert response.json() == {"error": {"message": "too many requests"}}
+    assert response.json() == {
+        "detail": {"error_type": "rate_limit_error", "message": "too many requests"}
+    }
     assert post(client).status_code == 200  # queue drained: normal again
 
 
@@ -162,7 +187,7 @@ def test_status_fault_codes(server: JevServer, client: httpx.Client, status: int
     server.push(Fault(kind="status", status=status))
     response = post(client)
     assert response.status_code == status
-    assert isinstance(response.json()["error"]["message"], str)
+    assert isinstance(response.json()["detail"]["message"], str)
     assert "retry-after" not in response.headers
 
 
