@@ -27,6 +27,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from ragbatch.core.errors import ProviderError, RateLimited, RunAborted
 from ragbatch.core.schema import TokenUsage
+from ragbatch.providers.apikey import Redactor, clean_key
 from ragbatch.providers.jev import (
     RETRY_STATUSES,
     THROTTLE_STATUSES,
@@ -76,21 +77,16 @@ class ChatClient:
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 5.0,
     ) -> None:
-        if not api_key:
-            raise RunAborted(f"no judge API key: set {API_KEY_ENV}")
+        self.redact = Redactor(api_key)  # the key as given; trimmed and checked before use
+        self._key = clean_key(api_key, API_KEY_ENV, "judge API key")
         self.model, self.limiter, self.timeout_s = model, limiter, timeout_s
         self.max_retries, self.backoff = max_retries, (backoff_initial_s, backoff_max_s)
-        self._key = api_key
         self.client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             transport=FanOutTransport(),
             timeout=httpx.Timeout(timeout_s),
         )
         self.retries: Counter[str] = Counter()
-
-    def redact(self, text: str) -> str:
-        """``text`` with the API key replaced by ``***``."""
-        return text.replace(self._key, "***")
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None

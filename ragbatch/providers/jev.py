@@ -15,7 +15,7 @@ import math
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio
 import httpx
@@ -32,6 +32,7 @@ from ragbatch.core.provider import Call, Reply
 from ragbatch.core.questions import estimate_input_tokens
 from ragbatch.core.schema import TokenUsage
 from ragbatch.core.wire import parse_reply
+from ragbatch.providers.apikey import Redactor, clean_key
 from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.providers.transport import FanOutTransport
 
@@ -39,6 +40,7 @@ DEFAULT_BASE_URL = "https://api.typesafe.ai"
 DEFAULT_MODEL = "jev-latest"
 ENDPOINT = "/v1/systemone"
 MODEL_ALIASES = frozenset({"jev-latest", "jev-preview"})
+KEY_SOURCE = "TYPESAFE_API_KEY or --api-key"
 RETRY_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
 THROTTLE_STATUSES = frozenset({429, 529})
 
@@ -114,8 +116,9 @@ class JevProvider:
         limiter: RateLimiter,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        if not settings.api_key:
-            raise RunAborted("no API key: set TYPESAFE_API_KEY (or pass --api-key)")
+        # the key as given, for the redactor; trimmed and checked (RunAborted) before any use
+        self.redact = Redactor(settings.api_key)
+        settings = replace(settings, api_key=clean_key(settings.api_key, KEY_SOURCE))
         self.settings = settings
         self.model = settings.model
         self.limiter = limiter
@@ -128,10 +131,6 @@ class JevProvider:
         )
         self._auth = {"Authorization": f"Bearer {settings.api_key}"}
         self.retries: Counter[str] = Counter()
-
-    def redact(self, text: str) -> str:
-        key = self.settings.api_key
-        return text.replace(key, "***") if key else text
 
     def _wait(self, state: RetryCallState) -> float:
         # Exponential backoff with jitter, computed here: tenacity's wait_exponential_jitter
@@ -174,6 +173,7 @@ class JevProvider:
 
     def _read(self, call: Call, response: httpx.Response, estimate: int, epoch: int) -> Reply:
         request_id = response.headers.get("x-typesafe-request-id")
+        request_id = None if request_id is None else self.redact(request_id)
         status = response.status_code
         if status != 200:
             self.limiter.settle(estimate, 0)
@@ -196,7 +196,12 @@ class JevProvider:
             raise ProviderError(
                 message, kind=kind, status=status, retryable=retryable, request_id=request_id
             )
-        wire = parse_reply(call.request, response.content, request_id)
+        try:
+            wire = parse_reply(call.request, response.content)
+        except ProviderError as error:  # its message may quote the reply (answer ids)
+            raise ProviderError(
+                self.redact(str(error)), kind=error.kind, request_id=request_id
+            ) from None
         self.limiter.settle(estimate, wire.usage.input_tokens)
         self.limiter.on_success()
         return Reply(

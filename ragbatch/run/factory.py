@@ -14,10 +14,12 @@ from ragbatch.core.errors import ConfigError, PricingError
 from ragbatch.core.policy import Thresholds
 from ragbatch.core.pricing import PricingSnapshot, parse_pricing
 from ragbatch.core.provider import BaselineJudge, Provider
+from ragbatch.providers.apikey import clean_key
 from ragbatch.providers.baseline import RecordedBaseline
 from ragbatch.providers.cache import CachedProvider, ReplyCache
 from ragbatch.providers.jev import (
     DEFAULT_MODEL,
+    KEY_SOURCE,
     MODEL_ALIASES,
     JevProvider,
     JevSettings,
@@ -57,6 +59,23 @@ def spend_limit(config: JobConfig, pricing: PricingSnapshot) -> SpendLimit | Non
     return SpendLimit(config.max_cost, pricing)
 
 
+def jev_settings(config: JobConfig) -> JevSettings | None:
+    """The live Jev settings of a run (None unless it calls the API), checked up front: the key
+    is trimmed and refused (RunAborted, exit 4) when it holds whitespace or control characters."""
+    if config.provider != "jev" or config.cache_mode == "offline":
+        return None
+    return JevSettings(
+        api_key=clean_key(config.api_key, KEY_SOURCE),
+        base_url=config.base_url,
+        model=config.model or DEFAULT_MODEL,
+        attempt_timeout_s=config.attempt_timeout_s,
+        row_deadline_s=config.row_deadline_s,
+        max_retries=config.max_retries,
+        backoff_initial_s=config.backoff_initial_s,
+        backoff_max_s=config.backoff_max_s,
+    )
+
+
 def make_provider(
     config: JobConfig, pricing: PricingSnapshot
 ) -> tuple[Provider, CachedProvider | None, list[str]]:
@@ -75,25 +94,14 @@ def make_provider(
             "a cache keyed on it can mix releases; pin a release (e.g. --model jev-1.13.0) "
             "for reproducible backfills"
         )
-    settings = JevSettings(
-        api_key=config.api_key,
-        base_url=config.base_url,
-        model=model,
-        attempt_timeout_s=config.attempt_timeout_s,
-        row_deadline_s=config.row_deadline_s,
-        max_retries=config.max_retries,
-        backoff_initial_s=config.backoff_initial_s,
-        backoff_max_s=config.backoff_max_s,
-    )
+    settings = jev_settings(config)
     limiter = RateLimiter(
         config.concurrency,
         max_rps=config.max_rps,
         max_tokens_per_s=config.max_tokens_per_s,
         adaptive=config.adaptive,
     )
-    inner: Provider = (
-        OfflineJev(model) if config.cache_mode == "offline" else JevProvider(settings, limiter)
-    )
+    inner: Provider = OfflineJev(model) if settings is None else JevProvider(settings, limiter)
     cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
     if limit is not None:
         inner = BudgetedProvider(inner, limit)

@@ -30,7 +30,7 @@ from ragbatch.core.errors import EXIT_ABORTED, Interrupted, RagbatchError
 from ragbatch.report.builder import summarize
 from ragbatch.report.models import report_bytes
 from ragbatch.report.rows_out import RowsWriter, merge_rows
-from ragbatch.run.factory import load_pricing, spend_limit
+from ragbatch.run.factory import jev_settings, load_pricing, spend_limit
 from ragbatch.run.job import JobConfig, JobResult, check_outputs, run_job, write_bytes
 from ragbatch.run.shards import merge_partials, shard_of
 from ragbatch.run.stop import SIGNALS, StopWatch
@@ -201,6 +201,7 @@ def run_workers(config: JobConfig, workers: int) -> JobResult:
     started = time.perf_counter()
     check_outputs(config)  # refused here, before any worker starts
     spend_limit(config, load_pricing(config.pricing))
+    jev_settings(config)  # a key that cannot be sent is refused before any worker starts
     with tempfile.TemporaryDirectory(prefix="ragbatch-workers-") as tmp:
         shards = range(1, workers + 1)
         partials = [Path(tmp) / f"part-{k}-of-{workers}.jsonl" for k in shards]

@@ -66,7 +66,8 @@ class Fault:
 
     ``delay_s`` applies to ``latency`` (default 0) and ``hang`` (default 30), both of which
     then answer normally. ``status``/``retry_after``/``retry_after_ms``/``message`` apply to
-    ``status``. ``usage_value`` replaces ``usage.input_tokens`` for ``bad_usage``. The
+    ``status``; ``body`` replaces the whole error body (raw text, e.g. a gateway's page that
+    echoes the key back). ``usage_value`` replaces ``usage.input_tokens`` for ``bad_usage``. The
     corrupting kinds hit the first noul answer (else the first answer's ``confidence``).
     """
 
@@ -77,6 +78,7 @@ class Fault:
     retry_after_ms: int | None = None
     message: str | None = None
     usage_value: int | str = -1
+    body: str | None = None
 
 
 FaultFn = Callable[[int, dict[str, Any]], Fault | None]
@@ -327,9 +329,11 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             headers = {"Retry-After": fault.retry_after, "retry-after-ms": fault.retry_after_ms}
             message = fault.message or _phrase(fault.status)
-            self._error(
-                fault.status, message, {k: str(v) for k, v in headers.items() if v is not None}
-            )
+            present = {k: str(v) for k, v in headers.items() if v is not None}
+            if fault.body is not None:
+                self._send(fault.status, fault.body.encode(), present)
+            else:
+                self._error(fault.status, message, present)
 
 
 def _phrase(status: int) -> str:

@@ -1,0 +1,144 @@
+"""The API key against a real Jev test server on 127.0.0.1: trimmed, refused when unusable,
+masked in every form in every output (report, rows-out, run record, cache files, stderr)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragbatch.cli.app import app
+from ragbatch.core.errors import EXIT_ABORTED, EXIT_OK, EXIT_ROW_FAILURES, RunAborted
+from ragbatch.providers.apikey import Redactor, clean_key
+from ragbatch.testing import Fault, JevServer
+
+ROOT = Path(__file__).resolve().parents[2]
+DATASET = ROOT / "datasets" / "rag-fixture.jsonl"
+PRICING = ROOT / "pricing" / "typesafe-2026-12.json"
+MODEL = "jev-1.13.0"
+SECRET = "sk-ragbatch-secret-5f0c2a"
+
+StartServer = Callable[..., JevServer]
+
+
+def run_cli(server: JevServer, tmp_path: Path, key: str, *extra: str) -> tuple[int, str]:
+    """``ragbatch run`` on the fixture with every output; the exit code and stdout + stderr."""
+    args = [
+        "run", str(DATASET),
+        "--provider", "jev",
+        "--base-url", server.base_url,
+        "--model", MODEL,
+        "--cache-dir", str(tmp_path / "cache"),
+        "--out", str(tmp_path / "report.json"),
+        "--rows-out", str(tmp_path / "rows.jsonl"),
+        "--run-record", str(tmp_path / "record.json"),
+        "--pricing", str(PRICING),
+        "--max-retries", "1",
+        *extra,
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, args, env={"TYPESAFE_API_KEY": key})
+    return result.exit_code, result.stdout + result.stderr
+
+
+def spellings(key: str) -> set[str]:
+    """Every way a message could spell ``key`` (and its trimmed form)."""
+    forms = set()
+    for k in (key, key.strip()):
+        forms |= {k, repr(k)[1:-1], json.dumps(k)[1:-1], k.encode("unicode_escape").decode()}
+    return forms
+
+
+def leaks(tmp_path: Path, output: str, key: str) -> list[str]:
+    """Where any spelling of ``key`` (or its first 8 characters) shows up: files and output."""
+    needles = spellings(key) | {key.strip()[:8]}
+    found = [f"output: {n!r}" for n in needles if n in output]
+    for path in sorted(p for p in tmp_path.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        found += [f"{path.name}: {n!r}" for n in needles if n.encode() in data]
+    return found
+
+
+@pytest.mark.parametrize("key", [SECRET + "\n", SECRET + "\r\n", f"  {SECRET}\t", "\n" + SECRET])
+def test_surrounding_whitespace_is_trimmed(
+    start_jev_server: StartServer, tmp_path: Path, key: str
+) -> None:
+    server = start_jev_server(api_key=SECRET)
+    code, output = run_cli(server, tmp_path, key)
+    assert code == EXIT_OK, output
+    assert server.successful == 48 and server.responses_by_status == {200: 48}
+    assert {h["authorization"] for h in server.headers_seen} == {f"Bearer {SECRET}"}
+    assert leaks(tmp_path, output, key) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "what"),
+    [
+        ("sk-ragbatch secret", "whitespace at character 12 of 18"),
+        ("sk-ragbatch\nsecret", "whitespace at character 12 of 18"),
+        ("sk-ragbatch\tsecret\n", "whitespace at character 12 of 18"),
+        ("sk-ragbatch\x07secret", "a control character at character 12 of 18"),
+        ("sk-ragbatch\x7fsecret", "a control character at character 12 of 18"),
+        ("sk-ragbatch\u00e9secret", "a non-ASCII character at character 12 of 18"),
+    ],
+)
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_an_unusable_key_is_refused_before_any_request(
+    start_jev_server: StartServer, tmp_path: Path, key: str, what: str, workers: str
+) -> None:
+    server = start_jev_server(api_key=key)
+    code, output = run_cli(server, tmp_path, key, "--workers", workers)
+    assert code == EXIT_ABORTED
+    assert output == (
+        f"error: the API key (TYPESAFE_API_KEY or --api-key) contains {what} (after trimming "
+        "the ends); an API key is one word of printable ASCII: check how it was copied (no "
+        "request was sent)\n"
+    )
+    assert server.requests_total == 0
+    assert not (tmp_path / "report.json").exists() and not (tmp_path / "rows.jsonl").exists()
+    assert leaks(tmp_path, output, key) == []
+
+
+def test_no_key_aborts_as_before() -> None:
+    with pytest.raises(RunAborted, match=r"^no API key: set TYPESAFE_API_KEY or --api-key$"):
+        clean_key("  \n", "TYPESAFE_API_KEY or --api-key")
+
+
+# A key with a quote and a backslash: its raw, Python-escaped and JSON-quoted forms all differ.
+ODD = 'sk-"odd"\\key-7d1e'
+
+
+@pytest.mark.parametrize(
+    ("body", "label"),
+    [
+        (f"<html>denied for {json.dumps(ODD)}</html>", "json-quoted"),
+        (f"<html>denied for {ODD!r}</html>", "python-escaped"),
+        (f"<html>denied for {ODD.encode()!r}</html>", "bytes repr"),
+        (f"<html>denied for {ODD}</html>", "raw"),
+        (json.dumps({"error": {"message": f"denied for {ODD}"}}), "raw, in JSON"),
+        (json.dumps({"error": {"message": f"denied for {json.dumps(ODD)}"}}), "double-quoted"),
+    ],
+)
+def test_every_spelling_of_the_key_is_masked_in_every_output(
+    start_jev_server: StartServer, tmp_path: Path, body: str, label: str
+) -> None:
+    # a gateway that echoes the key back, in some spelling, in a 400 reply's body
+    server = start_jev_server(
+        api_key=ODD, fault_fn=lambda index, _: Fault(kind="status", status=400, body=body)
+    )
+    code, output = run_cli(server, tmp_path, ODD + "\n")
+    assert code == EXIT_ROW_FAILURES, output
+    assert server.responses_by_status == {400: 48}
+    lines = (tmp_path / "rows.jsonl").read_text().splitlines()
+    assert len(lines) == 48 and all("denied for " in x and "***" in x for x in lines)
+    assert leaks(tmp_path, output, ODD) == [], label
+
+
+def test_redactor_masks_each_spelling() -> None:
+    redact = Redactor(ODD + "\n")
+    for form in spellings(ODD + "\n"):
+        assert redact(f"<{form}>") == "<***>", form
+    assert redact("nothing secret") == "nothing secret"
+    assert Redactor(None)("a") == "a" and Redactor("")("a") == "a"
