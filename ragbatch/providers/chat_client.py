@@ -152,7 +152,7 @@ class ChatClient:
         request_id, status = response.headers.get("x-request-id"), response.status_code
         if status != 200:
             self.limiter.settle(estimate, 0)
-            message = self.redact(f"HTTP {status}: {error_message(response)}")
+            message = self.redact(f"HTTP {status}: {error_message(response, self.redact)}")
             if status in (401, 403):
                 raise RunAborted(f"the judge API rejected the key ({message}); check {API_KEY_ENV}")
             if status in THROTTLE_STATUSES:

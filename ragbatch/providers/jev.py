@@ -15,6 +15,7 @@ import math
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import anyio
@@ -88,20 +89,28 @@ def parse_retry_after(headers: httpx.Headers, now: float | None = None) -> float
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def error_message(response: httpx.Response) -> str:
-    """The service's own message from a JSON error body, else the start of the body."""
+def _same(text: str) -> str:
+    return text
+
+
+def error_message(response: httpx.Response, redact: Callable[[str], str] = _same) -> str:
+    """The service's own message from a JSON error body, else the start of the body.
+
+    ``redact`` masks secrets in the whole text before it is cut to length: a key straddling
+    the cut would otherwise leave its prefix behind.
+    """
     try:
         body = orjson.loads(response.content)
     except orjson.JSONDecodeError:
-        return response.text[:200].strip() or response.reason_phrase
+        return redact(response.text)[:200].strip() or response.reason_phrase
     detail = body.get("error") or body.get("detail") if isinstance(body, dict) else body
     if detail is None:  # JSON without a known message field: show the body, not "None"
-        return response.text[:200].strip() or response.reason_phrase
+        return redact(response.text)[:200].strip() or response.reason_phrase
     if isinstance(detail, dict):
         detail = detail.get("message", detail)
     if isinstance(detail, list) and detail and isinstance(detail[0], dict):
         detail = "; ".join(str(d.get("msg", d)) for d in detail)
-    return str(detail)[:300]
+    return redact(str(detail))[:300]
 
 
 class JevProvider:
@@ -177,7 +186,7 @@ class JevProvider:
         status = response.status_code
         if status != 200:
             self.limiter.settle(estimate, 0)
-            message = self.redact(f"HTTP {status}: {error_message(response)}")
+            message = self.redact(f"HTTP {status}: {error_message(response, self.redact)}")
             if status in (401, 403):
                 raise RunAborted(
                     f"the Jev API rejected the key ({message}); check TYPESAFE_API_KEY"

@@ -142,3 +142,26 @@ def test_redactor_masks_each_spelling() -> None:
         assert redact(f"<{form}>") == "<***>", form
     assert redact("nothing secret") == "nothing secret"
     assert Redactor(None)("a") == "a" and Redactor("")("a") == "a"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [  # the key starts 10 characters before the cut (200 for a raw body, 300 for a message)
+        "x" * 186 + "key=" + SECRET + " is revoked",
+        json.dumps({"error": {"message": "x" * 286 + "key=" + SECRET}}),
+        json.dumps({"detail": [{"msg": "y" * 286 + "key=" + SECRET}]}),
+        json.dumps({"message": "z" * 175 + "key=" + SECRET}),  # no known field: the raw body
+    ],
+    ids=["raw-body", "error-message", "detail-list", "unknown-field"],
+)
+def test_the_key_is_masked_before_the_message_is_cut(
+    start_jev_server: StartServer, tmp_path: Path, body: str
+) -> None:
+    server = start_jev_server(
+        api_key=SECRET, fault_fn=lambda index, _: Fault(kind="status", status=400, body=body)
+    )
+    code, output = run_cli(server, tmp_path, SECRET)
+    assert code == EXIT_ROW_FAILURES, output
+    assert server.responses_by_status == {400: 48}
+    assert leaks(tmp_path, output, SECRET) == []
+    assert "key=***" in (tmp_path / "rows.jsonl").read_text()
