@@ -138,6 +138,14 @@ def run(
     base_url: Annotated[
         str, typer.Option(envvar="TYPESAFE_BASE_URL", help="Jev API base URL.")
     ] = DEFAULT_BASE_URL,
+    allow_insecure_http: Annotated[
+        bool,
+        typer.Option(
+            "--allow-insecure-http",
+            help="Send the API keys over plain http:// to a host that is not loopback "
+            "(refused otherwise: the key would travel unencrypted).",
+        ),
+    ] = False,
     api_key: Annotated[
         str | None,
         typer.Option(
@@ -324,6 +332,7 @@ def run(
             )
         config = JobConfig(
             base_url=base_url,
+            allow_insecure_http=allow_insecure_http,
             api_key=api_key,
             cache_dir=cache_dir,
             cache_mode=cache_mode(offline=offline, refresh=refresh, no_cache=no_cache),

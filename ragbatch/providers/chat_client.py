@@ -27,7 +27,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from ragbatch.core.errors import ProviderError, RateLimited, RunAborted
 from ragbatch.core.schema import TokenUsage
-from ragbatch.providers.apikey import Redactor, clean_key
+from ragbatch.providers.apikey import Redactor, check_base_url, clean_key
 from ragbatch.providers.jev import (
     RETRY_STATUSES,
     THROTTLE_STATUSES,
@@ -76,9 +76,11 @@ class ChatClient:
         max_retries: int = 4,
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 5.0,
+        allow_insecure_http: bool = False,
     ) -> None:
         self.redact = Redactor(api_key)  # the key as given; trimmed and checked before use
         self._key = clean_key(api_key, API_KEY_ENV, "judge API key")
+        check_base_url(base_url, "--judge-base-url", allow_insecure_http=allow_insecure_http)
         self.model, self.limiter, self.timeout_s = model, limiter, timeout_s
         self.max_retries, self.backoff = max_retries, (backoff_initial_s, backoff_max_s)
         self.client = httpx.AsyncClient(

@@ -33,7 +33,7 @@ from ragbatch.core.provider import Call, Reply
 from ragbatch.core.questions import estimate_input_tokens
 from ragbatch.core.schema import TokenUsage
 from ragbatch.core.wire import parse_reply
-from ragbatch.providers.apikey import Redactor, clean_key
+from ragbatch.providers.apikey import Redactor, check_base_url, clean_key
 from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.providers.transport import FanOutTransport
 
@@ -59,6 +59,7 @@ class JevSettings:
     backoff_initial_s: float = 0.5
     backoff_max_s: float = 5.0
     retry_after_cap_s: float = 60.0
+    allow_insecure_http: bool = False  # send the key over http:// to a non-loopback host
 
     def __repr__(self) -> str:  # never show the key
         return f"JevSettings(base_url={self.base_url!r}, model={self.model!r}, api_key=***)"
@@ -128,6 +129,9 @@ class JevProvider:
         # the key as given, for the redactor; trimmed and checked (RunAborted) before any use
         self.redact = Redactor(settings.api_key)
         settings = replace(settings, api_key=clean_key(settings.api_key, KEY_SOURCE))
+        check_base_url(
+            settings.base_url, "--base-url", allow_insecure_http=settings.allow_insecure_http
+        )
         self.settings = settings
         self.model = settings.model
         self.limiter = limiter

@@ -14,7 +14,7 @@ from ragbatch.core.errors import ConfigError, PricingError
 from ragbatch.core.policy import Thresholds
 from ragbatch.core.pricing import PricingSnapshot, parse_pricing
 from ragbatch.core.provider import BaselineJudge, Provider
-from ragbatch.providers.apikey import clean_key
+from ragbatch.providers.apikey import check_base_url, clean_key
 from ragbatch.providers.baseline import RecordedBaseline
 from ragbatch.providers.cache import CachedProvider, ReplyCache
 from ragbatch.providers.jev import (
@@ -61,11 +61,15 @@ def spend_limit(config: JobConfig, pricing: PricingSnapshot) -> SpendLimit | Non
 
 def jev_settings(config: JobConfig) -> JevSettings | None:
     """The live Jev settings of a run (None unless it calls the API), checked up front: the key
-    is trimmed and refused (RunAborted, exit 4) when it holds whitespace or control characters."""
+    is trimmed and refused (RunAborted, exit 4) when it holds whitespace or control characters;
+    a plain http:// base URL that is not loopback is refused (ConfigError, exit 2) unless
+    ``--allow-insecure-http``."""
     if config.provider != "jev" or config.cache_mode == "offline":
         return None
+    key = clean_key(config.api_key, KEY_SOURCE)
+    check_base_url(config.base_url, "--base-url", allow_insecure_http=config.allow_insecure_http)
     return JevSettings(
-        api_key=clean_key(config.api_key, KEY_SOURCE),
+        api_key=key,
         base_url=config.base_url,
         model=config.model or DEFAULT_MODEL,
         attempt_timeout_s=config.attempt_timeout_s,
@@ -73,6 +77,7 @@ def jev_settings(config: JobConfig) -> JevSettings | None:
         max_retries=config.max_retries,
         backoff_initial_s=config.backoff_initial_s,
         backoff_max_s=config.backoff_max_s,
+        allow_insecure_http=config.allow_insecure_http,
     )
 
 
@@ -147,6 +152,7 @@ def make_claims(config: JobConfig) -> ClaimConfig | None:
             RateLimiter(config.concurrency, max_rps=config.max_rps),
             timeout_s=config.attempt_timeout_s,
             max_retries=config.max_retries,
+            allow_insecure_http=config.allow_insecure_http,
         )
         extractor = LlmClaimExtractor(chat)
     if extractor is None:
@@ -183,5 +189,6 @@ def make_baseline(config: JobConfig) -> BaselineJudge:
             max_retries=config.max_retries,
             backoff_initial_s=config.backoff_initial_s,
             backoff_max_s=config.backoff_max_s,
+            allow_insecure_http=config.allow_insecure_http,
         )
     raise ConfigError(f"unknown baseline {config.baseline!r}; choose recorded, lexical or llm")

@@ -10,9 +10,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import ragbatch
 from ragbatch.cli.app import app
-from ragbatch.core.errors import EXIT_ABORTED, EXIT_OK, EXIT_ROW_FAILURES, RunAborted
-from ragbatch.providers.apikey import Redactor, clean_key
+from ragbatch.core.errors import (
+    EXIT_ABORTED,
+    EXIT_OK,
+    EXIT_ROW_FAILURES,
+    EXIT_USAGE,
+    ConfigError,
+    RunAborted,
+)
+from ragbatch.data.jsonl import DatasetReader
+from ragbatch.providers.apikey import Redactor, check_base_url, clean_key
 from ragbatch.testing import Fault, JevServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,6 +29,7 @@ DATASET = ROOT / "datasets" / "rag-fixture.jsonl"
 PRICING = ROOT / "pricing" / "typesafe-2026-12.json"
 MODEL = "jev-1.13.0"
 SECRET = "sk-ragbatch-secret-5f0c2a"
+ROWS = list(DatasetReader(DATASET))
 
 StartServer = Callable[..., JevServer]
 
@@ -165,3 +175,85 @@ def test_the_key_is_masked_before_the_message_is_cut(
     assert server.responses_by_status == {400: 48}
     assert leaks(tmp_path, output, SECRET) == []
     assert "key=***" in (tmp_path / "rows.jsonl").read_text()
+
+
+# -- plain http:// -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("https://jev.example.com", True),
+        ("http://127.0.0.1:8080", True),
+        ("http://127.3.4.5", True),
+        ("http://localhost:8080/", True),
+        ("HTTP://LocalHost.:1", True),
+        ("http://jev.localhost", True),
+        ("http://[::1]:9000", True),
+        ("http://jev.example.com", False),
+        ("http://10.0.0.5:8080", False),
+        ("http://localhost.example.com", False),
+        ("http://2130706433:8080", False),  # 127.0.0.1 spelled as one number: not recognised
+        ("http://", False),
+    ],
+)
+def test_which_base_urls_may_carry_a_key_over_http(url: str, allowed: bool) -> None:
+    if allowed:
+        check_base_url(url, "--base-url", allow_insecure_http=False)
+    else:
+        with pytest.raises(ConfigError, match="--allow-insecure-http if this network is trusted"):
+            check_base_url(url, "--base-url", allow_insecure_http=False)
+    check_base_url(url, "--base-url", allow_insecure_http=True)
+
+
+def numeric_url(server: JevServer) -> str:
+    """The server's URL with 127.0.0.1 spelled ``2130706433``: loopback, but not by its name,
+    so it stands for a remote plain-http host while the requests stay on this machine."""
+    return server.base_url.replace("127.0.0.1", "2130706433")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_plain_http_to_a_remote_host_is_refused_unless_allowed(
+    jev_server: JevServer, tmp_path: Path, workers: str
+) -> None:
+    url = numeric_url(jev_server)
+    args = ["--base-url", url, "--workers", workers]
+    code, output = run_cli(jev_server, tmp_path, "test-key", *args)
+    assert code == EXIT_USAGE
+    assert output == (
+        f"error: --base-url {url} is plain http:// to 2130706433, which is not loopback: the "
+        "API key would travel unencrypted; use https://, or pass --allow-insecure-http if this "
+        "network is trusted\n"
+    )
+    assert jev_server.requests_total == 0 and not (tmp_path / "report.json").exists()
+
+    code, output = run_cli(jev_server, tmp_path, "test-key", *args, "--allow-insecure-http")
+    assert code == EXIT_OK, output
+    assert jev_server.successful == 48
+
+
+def test_the_python_api_takes_allow_insecure_http(jev_server: JevServer, tmp_path: Path) -> None:
+    options = {
+        "provider": "jev",
+        "base_url": numeric_url(jev_server),
+        "api_key": "test-key\n",
+        "model": MODEL,
+        "cache_dir": tmp_path / "cache",
+        "pricing": PRICING,
+    }
+    with pytest.raises(ConfigError, match="is plain http:// to 2130706433"):
+        ragbatch.evaluate(ROWS, **options)
+    assert jev_server.requests_total == 0
+    report = ragbatch.evaluate(ROWS, **options, allow_insecure_http=True)
+    assert report.modes.jev_only.failures.count == 0 and jev_server.successful == 48
+
+
+def test_the_judge_url_is_checked_too(jev_server: JevServer, tmp_path: Path) -> None:
+    url = numeric_url(jev_server)
+    result = CliRunner().invoke(
+        app,
+        ["run", str(DATASET), "--out", str(tmp_path / "r.json"), "--pricing", str(PRICING),
+         "--baseline", "llm", "--judge-base-url", url],
+        env={"RAGBATCH_JUDGE_API_KEY": "judge-key"},
+    )  # fmt: skip
+    assert result.exit_code == EXIT_USAGE
+    assert result.stderr.startswith(f"error: --judge-base-url {url} is plain http:// to ")
+    assert "judge-key" not in result.output
