@@ -1,16 +1,18 @@
 """The live Jev provider: ``POST {base}/v1/systemone`` over one pooled httpx client (async I/O).
 
 Per call: rate limiter slot -> per-attempt timeout -> tenacity retries around the HTTP call
-only. Retried: 408, 429, every 5xx (529 included), connection errors and timeouts, with
-exponential backoff and jitter, capped, and ``retry-after-ms`` / ``Retry-After`` (seconds or
-an HTTP-date) honoured. Never retried: 400, 401, 403, 404, 422 and malformed replies. A 401 or
-403 stops the whole run (a wrong key would fail every row). The overall per-row deadline
+only. Retried: 408, 429, every 5xx (529 included), a 200 whose body is not JSON (a proxy's
+page, a cut reply), connection errors and timeouts, with exponential backoff and jitter,
+capped, and ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP-date) honoured. Never
+retried: 400, 401, 403, 404, 422 and JSON replies that fail the schema
+(``malformed-response``). A 401 or 403 stops the whole run (a wrong key would fail every row). The overall per-row deadline
 bounds all attempts and waits together. The API key never appears in an error message.
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import random
 import time
@@ -44,6 +46,7 @@ MODEL_ALIASES = frozenset({"jev-latest", "jev-preview"})
 KEY_SOURCE = "TYPESAFE_API_KEY or --api-key"
 RETRY_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
 THROTTLE_STATUSES = frozenset({429, 529})
+NON_JSON_KIND = "non-json-response"  # a 200 whose body is not JSON: retried like a 5xx
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,16 @@ def parse_retry_after(headers: httpx.Headers, now: float | None = None) -> float
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def is_json(body: bytes) -> bool:
+    """Whether ``body`` parses as JSON at all (NaN and Infinity included: a body that uses
+    them is the service's own reply, validated as such, not a proxy's page)."""
+    try:
+        json.loads(body)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+        return False
+    return True
 
 
 def _same(text: str) -> str:
@@ -211,7 +224,17 @@ class JevProvider:
             )
         try:
             wire = parse_reply(call.request, response.content)
-        except ProviderError as error:  # its message may quote the reply (answer ids)
+        except ProviderError as error:
+            if not is_json(response.content):  # a proxy's page, a cut reply: try again
+                self.limiter.settle(estimate, 0)
+                raise ProviderError(
+                    f"HTTP 200 with a body that is not JSON ({self._preview(response)})",
+                    kind=NON_JSON_KIND,
+                    retryable=True,
+                    request_id=request_id,
+                ) from None
+            # JSON that fails the schema is the service's answer: a failed row, not retried;
+            # its message may quote the reply (answer ids), so it is masked too
             raise ProviderError(
                 self.redact(str(error)), kind=error.kind, request_id=request_id
             ) from None
@@ -226,6 +249,11 @@ class JevProvider:
             latency_ms=0.0,
             request_id=request_id,
         )
+
+    def _preview(self, response: httpx.Response) -> str:
+        kind = response.headers.get("content-type", "no content type").split(";")[0]
+        start = self.redact(response.text)[:80].strip()
+        return f"{kind}, {len(response.content)} bytes" + (f": {start}" if start else "")
 
     async def fetch_answers(self, call: Call) -> Reply:
         estimate = estimate_input_tokens(call.request)

@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 FaultKind = Literal[
-    "latency", "status", "hang", "drop", "non_json", "missing_answer", "extra_answer",
+    "latency", "status", "hang", "drop", "non_json", "truncated", "missing_answer", "extra_answer",
     "wrong_type", "out_of_range", "nan", "bad_usage",
 ]  # fmt: skip
 AnswerFn = Callable[[Any, str, dict[str, Any]], dict[str, Any]]
@@ -68,7 +68,8 @@ class Fault:
     then answer normally. ``status``/``retry_after``/``retry_after_ms``/``message`` apply to
     ``status``; ``body`` replaces the whole error body (raw text, e.g. a gateway's page that
     echoes the key back). ``usage_value`` replaces ``usage.input_tokens`` for ``bad_usage``. The
-    corrupting kinds hit the first noul answer (else the first answer's ``confidence``).
+    corrupting kinds hit the first noul answer (else the first answer's ``confidence``);
+    ``truncated`` sends the first half of the JSON reply, ``non_json`` an HTML page (both 200).
     """
 
     kind: FaultKind
@@ -235,10 +236,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.jev._end()
 
     def _send(
-        self, status: int, payload: Any, headers: dict[str, str] | None = None, ok: bool = False
+        self,
+        status: int,
+        payload: Any,
+        headers: dict[str, str] | None = None,
+        ok: bool = False,
+        ctype: str = "text/html; charset=utf-8",
     ) -> None:
         if isinstance(payload, bytes):
-            data, ctype = payload, "text/html; charset=utf-8"
+            data = payload
         else:  # allow_nan: the "nan" fault must write a literal NaN
             data, ctype = json.dumps(payload, ensure_ascii=False).encode(), "application/json"
         self.jev._count(status, success=ok)
@@ -312,11 +318,16 @@ class _Handler(BaseHTTPRequestHandler):
         usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": 2 * len(answers)}
         if fault is not None and fault.kind == "bad_usage":
             usage["input_tokens"] = fault.usage_value
-        elif fault is not None and fault.kind not in ("latency", "hang"):
+        elif fault is not None and fault.kind not in ("latency", "hang", "truncated"):
             _corrupt(answers, fault.kind)
         model = jev.release if body["model"] in _ALIASES else body["model"]
+        reply = {"model": model, "answers": answers, "usage": usage}
+        if fault is not None and fault.kind == "truncated":  # the first half of a JSON reply
+            data = json.dumps(reply).encode()
+            self._send(200, data[: len(data) // 2], ctype="application/json")
+            return
         ok = fault is None or fault.kind in ("latency", "hang")
-        self._send(200, {"model": model, "answers": answers, "usage": usage}, ok=ok)
+        self._send(200, reply, ok=ok)
 
     def _fault_reply(self, fault: Fault) -> None:
         if fault.kind == "drop":

@@ -224,6 +224,14 @@ def test_non_json_fault(server: JevServer, client: httpx.Client) -> None:
     assert server.successful == 0
 
 
+def test_truncated_fault(server: JevServer, client: httpx.Client) -> None:
+    server.push(Fault(kind="truncated"))
+    cut, whole = post(client), post(client)
+    assert cut.status_code == 200 and cut.headers["content-type"] == "application/json"
+    assert whole.text.replace(" ", "").startswith(cut.text.replace(" ", ""))
+    assert 0 < len(cut.content) < len(whole.content) and server.successful == 1
+
+
 def test_missing_and_extra_answer(server: JevServer, client: httpx.Client) -> None:
     server.push(Fault(kind="missing_answer"), Fault(kind="extra_answer"))
     assert len(post(client).json()["answers"]) == 2
