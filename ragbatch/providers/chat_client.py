@@ -92,7 +92,7 @@ class ChatClient:
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(exc, RateLimited) and exc.retry_after is not None:
+        if isinstance(exc, ProviderError) and exc.retry_after is not None:
             return min(max(exc.retry_after, 0.0), RETRY_AFTER_CAP_S)
         initial, cap = self.backoff
         exponent = min(state.attempt_number - 1, 64)
@@ -167,7 +167,12 @@ class ChatClient:
             kind = "server-error" if status >= 500 else f"http-{status}"
             retryable = status in RETRY_STATUSES
             raise ProviderError(
-                message, kind=kind, status=status, retryable=retryable, request_id=request_id
+                message,
+                kind=kind,
+                status=status,
+                retryable=retryable,
+                request_id=request_id,
+                retry_after=parse_retry_after(response.headers) if retryable else None,
             )
         try:
             reply: Any = orjson.loads(response.content)

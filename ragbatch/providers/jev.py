@@ -3,7 +3,8 @@
 Per call: rate limiter slot -> per-attempt timeout -> tenacity retries around the HTTP call
 only. Retried: 408, 429, every 5xx (529 included), a 200 whose body is not JSON (a proxy's
 page, a cut reply), connection errors and timeouts, with exponential backoff and jitter,
-capped, and ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP-date) honoured. Never
+capped; ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP-date, up to
+``retry_after_cap_s``) is honoured on every retried status, 503 as much as 429. Never
 retried: 400, 401, 403, 404, 422 and JSON replies that fail the schema
 (``malformed-response``). A 401 or 403 stops the whole run (a wrong key would fail every row). The overall per-row deadline
 bounds all attempts and waits together. The API key never appears in an error message.
@@ -167,7 +168,7 @@ class JevProvider:
         backoff = min(initial * 2.0**exponent + random.uniform(0, initial / 4), cap)
         outcome = state.outcome
         exc = outcome.exception() if outcome is not None else None
-        if isinstance(exc, RateLimited) and exc.retry_after is not None:
+        if isinstance(exc, ProviderError) and exc.retry_after is not None:
             return min(max(exc.retry_after, 0.0), self.settings.retry_after_cap_s)
         return backoff
 
@@ -220,7 +221,13 @@ class JevProvider:
             retryable = status in RETRY_STATUSES
             kind = "server-error" if status >= 500 else f"http-{status}"
             raise ProviderError(
-                message, kind=kind, status=status, retryable=retryable, request_id=request_id
+                message,
+                kind=kind,
+                status=status,
+                retryable=retryable,
+                request_id=request_id,
+                # every retried status may say when to come back (a 503 often does)
+                retry_after=parse_retry_after(response.headers) if retryable else None,
             )
         try:
             wire = parse_reply(call.request, response.content)

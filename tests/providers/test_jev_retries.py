@@ -3,6 +3,7 @@ retried, Retry-After is honoured on every retried status, --timeout bounds the w
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -104,3 +105,51 @@ def test_a_job_recovers_from_proxy_pages(jev_server: JevServer, tmp_path: Path) 
     assert result.report.modes.jev_only.failures.count == 0
     assert jev_server.successful == 48 and jev_server.requests_total == 48 + 12
     assert result.record["retriesByStatus"] == {"non-json-response": 12}
+
+
+# -- Retry-After on every retried status ---------------------------------------------------
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("fault", "wait_s"),
+    [
+        (Fault(kind="status", status=503, retry_after="0.4"), 0.4),
+        (Fault(kind="status", status=500, retry_after_ms=400), 0.4),
+        (Fault(kind="status", status=502, retry_after_ms=300, retry_after="9"), 0.3),
+        (Fault(kind="status", status=408, retry_after="0.3"), 0.3),
+        (Fault(kind="status", status=529, retry_after="0.3"), 0.3),  # as before
+    ],
+    ids=["503-seconds", "500-ms", "502-ms-wins", "408", "529"],
+)
+async def test_retry_after_is_honoured_on_every_retried_status(
+    jev_server: JevServer, fault: Fault, wait_s: float
+) -> None:
+    jev_server.push(fault)
+    async with open_provider(jev_server) as provider:
+        started = time.perf_counter()
+        reply = await provider.fetch_answers(make_call())
+        elapsed = time.perf_counter() - started
+    assert (reply.attempts, reply.retries) == (2, {str(fault.status): 1})
+    # the backoff is at most 0.05 s here: only the header explains the wait
+    assert wait_s <= elapsed < wait_s + 0.5
+
+
+@pytest.mark.anyio
+async def test_a_long_retry_after_is_capped(jev_server: JevServer) -> None:
+    jev_server.push(Fault(kind="status", status=503, retry_after="3600"))
+    async with open_provider(jev_server, retry_after_cap_s=0.3) as provider:
+        started = time.perf_counter()
+        reply = await provider.fetch_answers(make_call())
+        elapsed = time.perf_counter() - started
+    assert reply.attempts == 2 and 0.3 <= elapsed < 0.8
+
+
+@pytest.mark.anyio
+async def test_a_request_error_is_not_retried_whatever_its_retry_after(
+    jev_server: JevServer,
+) -> None:
+    jev_server.push(Fault(kind="status", status=400, retry_after="0.2"))
+    async with open_provider(jev_server) as provider:
+        with pytest.raises(ProviderError) as info:
+            await provider.fetch_answers(make_call())
+    assert (info.value.kind, info.value.retry_after) == ("http-400", None)
+    assert jev_server.requests_total == 1
