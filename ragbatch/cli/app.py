@@ -170,7 +170,10 @@ def run(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Neither read nor write the cache.")
     ] = False,
-    timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per HTTP attempt.")] = 30.0,
+    timeout: Annotated[
+        float,
+        typer.Option(min=0.001, help="Seconds per HTTP attempt, the whole reply included."),
+    ] = 30.0,
     row_deadline: Annotated[
         float, typer.Option(min=0.001, help="Seconds per row, all attempts and waits included.")
     ] = 300.0,

@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, cast
 
+import anyio
 import httpx
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
@@ -135,11 +136,12 @@ class ChatClient:
         async with self.limiter.slot(estimate) as epoch:
             started = time.perf_counter()
             try:
-                response = await self.client.post(CHAT_ENDPOINT, content=body, headers=headers)
-            except httpx.TimeoutException:
+                with anyio.fail_after(self.timeout_s):  # the whole attempt, not each read
+                    response = await self.client.post(CHAT_ENDPOINT, content=body, headers=headers)
+            except (httpx.TimeoutException, TimeoutError):
                 self.limiter.settle(estimate, 0)
                 raise ProviderError(
-                    f"no reply within {self.timeout_s} s", kind="timeout", retryable=True
+                    f"no complete reply within {self.timeout_s} s", kind="timeout", retryable=True
                 ) from None
             except httpx.TransportError as exc:
                 self.limiter.settle(estimate, 0)

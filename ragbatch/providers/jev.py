@@ -176,15 +176,18 @@ class JevProvider:
         async with self.limiter.slot(estimate) as epoch:
             started = time.perf_counter()
             try:
-                response = await self.client.post(
-                    ENDPOINT,
-                    content=call.request.body(),
-                    headers={**self._auth, "Content-Type": "application/json"},
-                )
-            except httpx.TimeoutException:
+                # the whole attempt, not each read: a reply trickling in a byte at a time
+                # must not hold the row until its deadline
+                with anyio.fail_after(self.settings.attempt_timeout_s):
+                    response = await self.client.post(
+                        ENDPOINT,
+                        content=call.request.body(),
+                        headers={**self._auth, "Content-Type": "application/json"},
+                    )
+            except (httpx.TimeoutException, TimeoutError):
                 self.limiter.settle(estimate, 0)
                 raise ProviderError(
-                    f"no reply within {self.settings.attempt_timeout_s} s",
+                    f"no complete reply within {self.settings.attempt_timeout_s} s",
                     kind="timeout",
                     retryable=True,
                 ) from None

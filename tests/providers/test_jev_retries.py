@@ -153,3 +153,54 @@ async def test_a_request_error_is_not_retried_whatever_its_retry_after(
             await provider.fetch_answers(make_call())
     assert (info.value.kind, info.value.retry_after) == ("http-400", None)
     assert jev_server.requests_total == 1
+
+
+# -- --timeout bounds the whole attempt ----------------------------------------------------
+@pytest.mark.anyio
+async def test_a_reply_trickling_in_fails_the_attempt_at_the_timeout(
+    jev_server: JevServer,
+) -> None:
+    # one byte every 0.5 s: each read is quick, the whole reply would take minutes
+    jev_server.fault_fn = lambda index, body: Fault(kind="trickle", delay_s=0.5)
+    async with open_provider(
+        jev_server, attempt_timeout_s=1.0, row_deadline_s=20.0, max_retries=0
+    ) as provider:
+        started = time.perf_counter()
+        with pytest.raises(ProviderError) as info:
+            await provider.fetch_answers(make_call())
+        elapsed = time.perf_counter() - started
+    assert (info.value.kind, info.value.retryable) == ("timeout", True)
+    assert str(info.value) == "no complete reply within 1.0 s"
+    assert 1.0 <= elapsed < 1.6
+    assert jev_server.requests_total == 1
+
+
+@pytest.mark.anyio
+async def test_a_trickled_attempt_is_retried(jev_server: JevServer) -> None:
+    jev_server.push(Fault(kind="trickle", delay_s=0.2))
+    async with open_provider(jev_server, attempt_timeout_s=0.5) as provider:
+        started = time.perf_counter()
+        reply = await provider.fetch_answers(make_call())
+        elapsed = time.perf_counter() - started
+    assert (reply.attempts, reply.retries) == (2, {"timeout": 1})
+    assert 0.5 <= elapsed < 1.2
+
+
+def test_trickling_rows_fail_at_the_timeout_in_a_job(jev_server: JevServer, tmp_path: Path) -> None:
+    slow = {ROWS[2].question, ROWS[7].question}
+
+    def trickle_some(index: int, body: dict[str, object]) -> Fault | None:
+        state = body.get("state")
+        question = state.get("question") if isinstance(state, dict) else None
+        return Fault(kind="trickle", delay_s=0.25) if question in slow else None
+
+    jev_server.fault_fn = trickle_some
+    config = job_config(
+        jev_server, tmp_path, attempt_timeout_s=0.5, row_deadline_s=20.0, max_retries=1
+    )
+    started = time.perf_counter()
+    result = run_job(config)
+    elapsed = time.perf_counter() - started
+    failures = result.report.modes.jev_only.failures
+    assert (failures.count, failures.by_kind) == (2, {"timeout": 2})
+    assert elapsed < 3.0  # two attempts of 0.5 s (and backoff), not the 20 s row deadline
