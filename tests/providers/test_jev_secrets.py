@@ -22,7 +22,10 @@ from ragbatch.core.errors import (
 )
 from ragbatch.data.jsonl import DatasetReader
 from ragbatch.providers.apikey import Redactor, check_base_url, clean_key
+from ragbatch.providers.llm_judge import LlmJudge
+from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.testing import Fault, JevServer
+from ragbatch.testing.chat_server import ChatServer
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET = ROOT / "datasets" / "rag-fixture.jsonl"
@@ -257,3 +260,17 @@ def test_the_judge_url_is_checked_too(jev_server: JevServer, tmp_path: Path) -> 
     assert result.exit_code == EXIT_USAGE
     assert result.stderr.startswith(f"error: --judge-base-url {url} is plain http:// to ")
     assert "judge-key" not in result.output
+
+
+@pytest.mark.anyio
+async def test_the_judge_key_is_trimmed_and_checked_too() -> None:
+    with ChatServer(api_key="judge-key") as chat:
+        judge = LlmJudge(chat.base_url, "judge-key\n", "gpt-4o-mini", None, RateLimiter(1))
+        try:
+            reply = await judge.judge(ROWS[0])
+        finally:
+            await judge.aclose()
+        assert reply.diagnosis and chat.requests_total == 1
+        with pytest.raises(RunAborted, match=r"judge API key \(RAGBATCH_JUDGE_API_KEY\) contains"):
+            LlmJudge(chat.base_url, "judge key", "gpt-4o-mini", None, RateLimiter(1))
+        assert chat.requests_total == 1
