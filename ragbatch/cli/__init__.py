@@ -1,7 +1,8 @@
 """The ``ragbatch`` command line: typer options -> ``JobConfig`` -> ``anyio.run`` (no logic).
 
 ``app`` holds ``run``, ``estimate`` and ``schema``; ``tools`` the commands that work on
-finished reports (gate, diff, calibrate, audit, merge, cache). May import every layer.
+finished reports (gate, diff, calibrate, audit, merge, cache); ``usage`` turns option errors into
+one ``error:`` line. May import every layer.
 """
 
 from ragbatch.cli.app import main

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from ragbatch.cli.tools import register
+from ragbatch.cli.usage import OneLineErrors
 from ragbatch.core.errors import (
     EXIT_INCOMPLETE,
     EXIT_OK,
@@ -28,7 +29,7 @@ from ragbatch.data.output import check_output
 from ragbatch.metrics.ranking import DEFAULT_KS
 from ragbatch.providers.cache import CacheMode
 from ragbatch.providers.jev import DEFAULT_BASE_URL
-from ragbatch.report.html import report_html
+from ragbatch.report.html import report_html, require_html_extra
 from ragbatch.report.markdown import report_markdown
 from ragbatch.report.models import Report, report_schema
 from ragbatch.report.text import run_text, summary_text
@@ -46,6 +47,7 @@ from ragbatch.run.stop import StopWatch
 from ragbatch.run.workers import run_workers
 
 app = typer.Typer(
+    cls=OneLineErrors,
     name="ragbatch",
     help="Evaluate RAG systems at scale with TypeSafe's Jev: per-row retrieval/generation "
     "diagnosis, Jev-only / baseline / cascade modes, calibrated metrics, deterministic report.",
@@ -201,11 +203,17 @@ def run(
     ] = 20,
     concurrency: Annotated[int, typer.Option(min=1, help="Maximum calls in flight at once.")] = 32,
     fail_threshold: Annotated[
-        float, typer.Option(help="P(true) at or below this is a confident 'no'.")
-    ] = 0.2,
+        float | None,
+        typer.Option(
+            show_default=False, help="P(true) at or below this is a confident 'no' (default 0.2)."
+        ),
+    ] = None,
     pass_threshold: Annotated[
-        float, typer.Option(help="P(true) at or above this is a confident 'yes'.")
-    ] = 0.8,
+        float | None,
+        typer.Option(
+            show_default=False, help="P(true) at or above this is a confident 'yes' (default 0.8)."
+        ),
+    ] = None,
     routing: Annotated[
         str | None,
         typer.Option(
@@ -333,6 +341,16 @@ def run(
                 "--routing and --policy cannot be used together: the policy file "
                 "names its own routing (see `ragbatch calibrate --routing`)"
             )
+        given = [flag for flag, value in (("--fail-threshold", fail_threshold),
+                 ("--pass-threshold", pass_threshold)) if value is not None]  # fmt: skip
+        if given and policy is not None:
+            raise ConfigError(
+                f"{', '.join(given)} and --policy cannot be used together: the policy file "
+                "sets its own thresholds (refit them with `ragbatch calibrate`)"
+            )
+        default = Thresholds()
+        fail_at = default.fail if fail_threshold is None else fail_threshold
+        pass_at = default.pass_ if pass_threshold is None else pass_threshold
         config = JobConfig(
             base_url=base_url,
             allow_insecure_http=allow_insecure_http,
@@ -371,7 +389,7 @@ def run(
             provider=provider,
             model=model,
             concurrency=concurrency,
-            thresholds=Thresholds(fail_threshold, pass_threshold, routing=routing_of(routing)),
+            thresholds=Thresholds(fail_at, pass_at, routing=routing_of(routing)),
             pricing=pricing,
             baseline=baseline,
             ignore_unknown_fields=ignore_unknown_fields,
@@ -380,16 +398,15 @@ def run(
         for option, view in (("--markdown", markdown), ("--html", html)):
             if view is not None:
                 check_output(view, option)
+        if html is not None:
+            require_html_extra()  # before the first row, not after the whole run
+        warn = lambda text: typer.echo(f"warning: {text}", err=True)  # noqa: E731
         if workers > 1:
             if config.shard is not None:
                 raise ConfigError("--workers and --shard cannot be used together")
-            result = run_workers(config, workers)
+            result = run_workers(config, workers, warn)
         else:
-            result = run_job(
-                config,
-                warn=lambda text: typer.echo(f"warning: {text}", err=True),
-                stop=StopWatch(),
-            )
+            result = run_job(config, warn=warn, stop=StopWatch())
     except RagbatchError as error:
         raise fail(error) from None
     except KeyboardInterrupt:  # SIGINT outside the run's own handling (start-up, a second one)
@@ -399,7 +416,7 @@ def run(
     except RagbatchError as error:
         raise fail(error) from None
     if not quiet:
-        typer.echo(summary_text(result.report))
+        typer.echo(summary_text(result.report, result.record))
         typer.echo(run_text(result.record))
         if rows_out is not None:
             typer.echo(f"  per-row results: {rows_out}")

@@ -101,21 +101,21 @@ def gate_command(
 ) -> None:
     """Fail (exit 1) when CURRENT regressed against --baseline beyond the rules.
 
-    Default rules (seed 004): Recall@10 drop > 0.02, groundedness accuracy drop > 0.02,
-    claim answer-level accuracy (citation quality) drop > 0.05. A drop only counts when an
-    exact paired test on per-row outcomes (McNemar / sign test) says it is not noise.
+    Default rules: diagnosis accuracy of Jev-only and of the cascade drop > 0.02, fallback
+    rate rise > 0.05, failure rate rise > 0.02, and (seed 004) Recall@10 drop > 0.02,
+    groundedness accuracy drop > 0.02, claim answer-level accuracy (citation quality) drop >
+    0.05. A drop only counts when an exact paired test on per-row outcomes (McNemar / sign
+    test) says it is not noise. A rules-file path in neither report is a usage error.
     Exit 0 pass, 1 regression, 2 usage error.
     """
     try:
         check_outputs(("--markdown", markdown), ("--junit", junit))
         extra = parse_rules(read_json(rules, "rules file")) if rules else []
-        result = gate(
-            read_report(current),
-            read_report(baseline),
-            extra,
-            defaults=not no_default_rules,
-            alpha=alpha,
-        )
+        reports = read_report(current), read_report(baseline)
+        try:
+            result = gate(*reports, extra, defaults=not no_default_rules, alpha=alpha)
+        except ConfigError as error:  # a rule path in neither report: name the rules file
+            raise ConfigError(f"{rules}: {error}") from None
         text = gate_markdown(result)
         typer.echo(text)
         if markdown is not None:

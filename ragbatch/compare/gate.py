@@ -5,7 +5,9 @@ worse by more than ``maxDrop`` (absolute; "worse" is lower for higher-is-better 
 higher for lower-is-better ones). Before a failing rule counts as a regression, the per-row
 outcomes of both reports (``rows[]`` matched by ``id``) go through a paired test, see
 :data:`PAIRED_TEST` (a template on alpha), so that a couple of flipped rows on a small set is reported as noise.
-A rule whose metric is absent from either report is skipped, and says so.
+A rule whose metric is absent from one report is skipped, and says so; so is a default rule
+whose section neither report has (Recall@10 without a golden set). A given rule whose path is in
+neither report is a usage error naming the nearest existing paths: a typo must not disable a check.
 
 ``diff_reports`` (defined in :mod:`ragbatch.compare.diff`, re-exported here) lists what changed
 between two runs: diagnosis flips, rows added or removed, metric deltas, model and pricing.
@@ -13,6 +15,7 @@ between two runs: diagnosis flips, rows added or removed, metric deltas, model a
 
 from __future__ import annotations
 
+import difflib
 import math
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
@@ -35,6 +38,9 @@ Test = Literal["mcnemar-exact", "sign-test-exact", "none"]
 ALPHA = 0.05
 EPSILON = 1e-9  # a drop of exactly maxDrop passes despite float noise (0.75 - 0.73 > 0.02)
 DIAGNOSIS = "diagnosis"  # row outcome "diagnosis == expected", for accuracy-like rules
+CASCADE_DIAGNOSIS = "cascade.diagnosis"  # the same for the cascade's verdict
+DIAGNOSES = (DIAGNOSIS, CASCADE_DIAGNOSIS)
+NEAREST = 3  # nearest existing paths named for a rule path in neither report
 PAIRED_TEST = (
     "A metric drop beyond its limit is a regression only when the per-row outcomes agree: "
     "rows present in both reports are paired by id, and an exact two-sided binomial test on "
@@ -60,6 +66,32 @@ class Rule(Out):
 
 _RULES = TypeAdapter(list[Rule])
 DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule(
+        name="Jev-only accuracy",
+        path="modes.jevOnly.classification.accuracy",
+        max_drop=0.02,
+        row_path=DIAGNOSIS,
+    ),
+    Rule(
+        name="Cascade accuracy",
+        path="modes.cascade.classification.accuracy",
+        max_drop=0.02,
+        row_path=CASCADE_DIAGNOSIS,
+    ),
+    Rule(
+        name="Fallback rate",
+        path="modes.cascade.fallbackRate",
+        max_drop=0.05,
+        direction="lower-is-better",
+        row_path="route=fallback",
+    ),
+    Rule(
+        name="Failure rate",
+        path="modes.jevOnly.failures.rate",
+        max_drop=0.02,
+        direction="lower-is-better",
+        row_path="status=failed",
+    ),
     Rule(
         name="Recall@10",
         path="retrievalRanking.at.10.recall",
@@ -92,7 +124,9 @@ def parse_rules(data: Any) -> list[Rule]:
     """Rules from a parsed rules file: a list (or ``{"rules": [...]}``) of rule objects.
 
     Each has ``path`` and ``maxDrop``, optionally ``name`` (default: the path), ``direction``
-    and ``rowPath`` (default: :func:`default_row_path`). Raises ConfigError when malformed.
+    and ``rowPath`` (default: :func:`default_row_path`; ``"diagnosis"`` or
+    ``"cascade.diagnosis"`` for "that verdict == expected", ``"FIELD=VALUE"`` for 1 when the
+    row's field equals VALUE, e.g. ``route=fallback``). Raises ConfigError when malformed.
     """
     items = data.get("rules") if isinstance(data, Mapping) else data
     try:
@@ -149,12 +183,17 @@ class GateResult(Out):
 
 
 def row_outcomes(report: Mapping[str, Any], row_path: str) -> dict[str, float]:
-    """Per-row outcome by row id: 1/0 for diagnosis == expected, else the number at row_path."""
+    """Per-row outcome by row id: 1/0 for a verdict == expected (``diagnosis``,
+    ``cascade.diagnosis``) or for ``FIELD=VALUE``, else the number at row_path."""
     out: dict[str, float] = {}
+    field, equals, wanted = row_path.partition("=")
     for row_id, row in rows_by_id(report).items():
-        if row_path == DIAGNOSIS:
+        if row_path in DIAGNOSES:
             if row.get("expected") is not None:  # a failed row has no diagnosis: wrong
-                out[row_id] = float(row.get("diagnosis") == row["expected"])
+                out[row_id] = float(get_path(row, row_path) == row["expected"])
+            continue
+        if equals:
+            out[row_id] = float(str(get_path(row, field)) == wanted)
             continue
         value = get_path(row, row_path)
         number = float(value) if isinstance(value, bool) else as_number(value)
@@ -170,6 +209,38 @@ def binomial_two_sided(worse: int, better: int) -> float:
         return 1.0
     tail = sum(math.comb(n, i) for i in range(min(worse, better) + 1))
     return min(1.0, 2 * tail / (1 << n))  # exact integers, one rounding
+
+
+def metric_paths(data: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of every number in parsed report JSON (``rows[]`` and lists left out)."""
+    if not isinstance(data, Mapping):
+        return [prefix] if prefix and as_number(data) is not None else []
+    paths: list[str] = []
+    for key, value in data.items():
+        if prefix or key != "rows":
+            paths += metric_paths(value, f"{prefix}.{key}" if prefix else str(key))
+    return paths
+
+
+def check_paths(
+    rules: Sequence[Rule], current: Mapping[str, Any], baseline: Mapping[str, Any]
+) -> None:
+    """A ConfigError (exit 2) for the first rule whose path is in neither report, naming the
+    nearest paths that exist: a typo in a rules file must not silently disable a check."""
+    known: list[str] | None = None
+    for rule in rules:
+        if get_path(current, rule.path) is not None or get_path(baseline, rule.path) is not None:
+            continue
+        if known is None:
+            known = sorted(set(metric_paths(current)) | set(metric_paths(baseline)))
+        nearest = difflib.get_close_matches(rule.path, known, n=NEAREST, cutoff=0.6)
+        hint = (
+            "nearest existing paths: " + ", ".join(nearest)
+            if nearest
+            else "no similar path exists; check the spelling against the report JSON"
+        )
+        named = f" (rule {rule.name!r})" if rule.name != rule.path else ""
+        raise ConfigError(f"rule path {rule.path}{named} is in neither report; {hint}")
 
 
 def _check(
@@ -229,7 +300,11 @@ def gate(
     defaults: bool = True,
     alpha: float = ALPHA,
 ) -> GateResult:
-    """Check the default rules (a given rule on the same path replaces one) and ``rules``."""
+    """Check the default rules (a given rule on the same path replaces one) and ``rules``.
+
+    Raises ConfigError when a given rule's path is in neither report (:func:`check_paths`).
+    """
+    check_paths(rules, current, baseline)
     given = {rule.path: rule for rule in rules}
     merged = [given.pop(r.path, r) for r in DEFAULT_RULES] if defaults else []
     merged += given.values()  # the rest, in the order given (last one per path wins)

@@ -90,13 +90,33 @@ def is_near_duplicate_top3(texts: Sequence[str]) -> bool:
     )
 
 
-def _metadata_value(metadata: Mapping[str, Any] | None, field: str) -> str:
+def has_metadata_value(metadata: Mapping[str, Any] | None, field: str) -> bool:
+    """Whether ``--slice-by field`` finds a value (not missing, not null) in this metadata."""
+    return _lookup(metadata, field) is not None
+
+
+def metadata_fields(metadata: Mapping[str, Any] | None, prefix: str = "") -> set[str]:
+    """Every name ``--slice-by`` accepts for this metadata: its keys and dotted nested keys."""
+    names: set[str] = set()
+    for key, value in (metadata or {}).items():
+        name = f"{prefix}{key}"
+        names.add(name)
+        if isinstance(value, Mapping):
+            names |= metadata_fields(value, f"{name}.")
+    return names
+
+
+def _lookup(metadata: Mapping[str, Any] | None, field: str) -> Any:
     value: Any = metadata
     if metadata is not None and field in metadata:
-        value = metadata[field]
-    else:
-        for part in field.split("."):
-            value = value.get(part) if isinstance(value, Mapping) else None
+        return metadata[field]
+    for part in field.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def _metadata_value(metadata: Mapping[str, Any] | None, field: str) -> str:
+    value = _lookup(metadata, field)
     if value is None:
         return NONE_VALUE
     if isinstance(value, str):

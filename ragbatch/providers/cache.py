@@ -14,6 +14,7 @@ only once.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -124,6 +125,20 @@ class ReplyCache:
     def keys(self) -> list[str]:
         return [k for k in self._store.iterkeys() if isinstance(k, str)]
 
+    def recorded_models(self, limit: int = 1000) -> list[str]:
+        """The models that answered the first ``limit`` trusted entries, sorted (a sample: the
+        key holds the requested model only as a hash, the entry the answering one)."""
+        models: set[str] = set()
+        for key in itertools.islice(self._store.iterkeys(), limit):
+            data = self.get(key) if isinstance(key, str) else None
+            try:
+                model = orjson.loads(entry_body(data)).get("model") if data else None
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(model, str):
+                models.add(model)
+        return sorted(models)
+
     def __len__(self) -> int:
         return len(self._store)
 
@@ -182,6 +197,7 @@ class CachedProvider:
             models[hit.model] = models.get(hit.model, 0) + hit.usage.input_tokens
             return hit.model_copy(update={"cached": True})
         if self.mode == "offline":
+            self.stats.misses += 1  # a miss all the same: the row fails instead of fetching
             raise ProviderError(
                 f"no cached reply for this request (cache key {key[:16]}…) and --offline is set",
                 kind="cache-miss",

@@ -153,6 +153,20 @@ def confusion_view(report: Report) -> dict[str, Any]:
     return {"labels": confusion.labels, "rows": rows}
 
 
+def require_html_extra() -> None:
+    """ConfigError (exit 2) unless the ``html`` extra imports: checked by ``run --html`` before
+    the first row, so a base install does not find out after the whole run."""
+    try:
+        import jinja2  # noqa: F401
+        import markupsafe  # noqa: F401
+
+        from ragbatch.report import charts  # noqa: F401  (matplotlib)
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in EXTRA_MODULES:
+            raise  # a bug, not a missing extra
+        raise ConfigError(MISSING_EXTRA) from None
+
+
 def report_html(
     report: Report,
     answers: Mapping[str, str] | None = None,
@@ -161,15 +175,12 @@ def report_html(
     """The report as one self-contained HTML page; ``answers`` (row id → answer text) lets
     claim spans be highlighted in the answers, and ``questions`` (row id → question) fills
     the question column: the report itself carries neither."""
-    try:
-        import jinja2
-        from markupsafe import Markup
+    require_html_extra()
+    import jinja2
+    from markupsafe import Markup
 
-        from ragbatch.report import charts  # matplotlib
-    except ImportError as exc:
-        if (exc.name or "").split(".")[0] not in EXTRA_MODULES:
-            raise  # a bug, not a missing extra
-        raise ConfigError(MISSING_EXTRA) from None
+    from ragbatch.report import charts  # matplotlib
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("ragbatch.report", "templates"),
         autoescape=True,

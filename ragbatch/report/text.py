@@ -2,12 +2,69 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ragbatch.core.pricing import Cost
 from ragbatch.metrics.scores import Latency
 from ragbatch.report.models import Mode, Report
 from ragbatch.report.tables import guarantee_text
+
+# What to do about each failure kind (README: failure kinds); http-4xx share one hint.
+FAILURE_HINTS: dict[str, str] = {
+    "mock-missing-answer": "these rows have no mock answers; use --provider jev (the live Jev "
+    "API, through the cache) or add a `mock` block to each row",
+    "cache-miss": "these requests are not in the cache and --offline is set; run once without "
+    "--offline to record them, or pass the --model the cache was recorded with",
+    "timeout": "attempts ran out of --timeout; raise it or lower --concurrency, then rerun "
+    "(finished replies are in the cache)",
+    "deadline-exceeded": "rows ran out of --row-deadline across retries; raise it, then rerun",
+    "connection": "the service could not be reached; check --base-url and the network, then "
+    "rerun (finished replies are in the cache)",
+    "server-error": "the service kept failing (5xx) after --max-retries; rerun later to resume "
+    "from the cache",
+    "rate-limited": "the service kept throttling (429) after --max-retries; lower --concurrency "
+    "or set --max-rps",
+    "malformed-response": "the replies did not answer the questions asked; rerun, and report it "
+    "if it persists",
+    "no-baseline": "these rows record no baseline verdict; use --baseline lexical (offline) or "
+    "--baseline llm",
+}
+HTTP_HINT = "the service refused the request (the HTTP status is in the kind); see the message"
+OTHER_HINT = "see rows[].error in the report"
+
+
+def failure_hint(kind: str) -> str:
+    """What to do about failed rows of ``kind``."""
+    return FAILURE_HINTS.get(kind, HTTP_HINT if kind.startswith("http-") else OTHER_HINT)
+
+
+def failures_lines(
+    failures: Mapping[str, Any], requested_model: str, recorded_models: list[str] | None = None
+) -> list[str]:
+    """Failed rows by kind (the run record's ``failuresByKind``), Jev's then the baseline's:
+    count, the first row and its message, and what to do."""
+    lines: list[str] = []
+    for side, title in (("jev", "Jev"), ("baseline", "baseline")):
+        kinds: Mapping[str, Any] = failures.get(side) or {}
+        if kinds:
+            lines.append(f"  {title} failures by kind:")
+        for kind, entry in kinds.items():
+            lines.append(
+                f"    {kind}: {entry['rows']} rows; first {entry['firstId']}: "
+                f"{entry['firstMessage']}"
+            )
+            hint = failure_hint(kind)
+            others = [m for m in recorded_models or () if m != requested_model]
+            if kind == "cache-miss" and others and requested_model not in (recorded_models or ()):
+                models = ", ".join(others)
+                hint = (
+                    f"the cache holds replies recorded for {models}, not for {requested_model}: "
+                    f"pass --model {others[0]} to replay them, or run without --offline to "
+                    "record these"
+                )
+            lines.append(f"      what to do: {hint}")
+    return lines
 
 
 def _pct(x: float) -> str:
@@ -37,8 +94,9 @@ def _mode_line(name: str, mode: Mode) -> str:
     )
 
 
-def summary_text(report: Report) -> str:
-    """A short summary for the terminal: per-mode accuracy, fallback, failures, latency, cost."""
+def summary_text(report: Report, record: Mapping[str, Any] | None = None) -> str:
+    """A short summary for the terminal: per-mode accuracy, fallback, failures, latency, cost;
+    with the run ``record``, failed rows by kind with the first message and what to do."""
     modes = report.modes
     cascade = modes.cascade
     lines = [
@@ -53,6 +111,11 @@ def summary_text(report: Report) -> str:
         f"resolved by Jev {_pct(cascade.primary_resolved_rate)}, "
         f"Jev failures {_pct(cascade.primary_failure_rate)}",
     ]
+    if record is not None and record.get("failuresByKind"):
+        cache = record.get("cache") or {}
+        lines += failures_lines(
+            record["failuresByKind"], report.provider.requested_model, cache.get("recordedModels")
+        )
     answer = guarantee_text(report)
     if answer is not None:
         lines.append(f"  guarantee: {answer}")

@@ -17,7 +17,7 @@ import anyio
 import orjson
 
 from ragbatch.core.claims import ClaimExtractor
-from ragbatch.core.errors import ConfigError, RagbatchError
+from ragbatch.core.errors import BUDGET_KIND, ConfigError, RagbatchError
 from ragbatch.core.outcome import RowOutcome
 from ragbatch.core.pricing import PricingSnapshot, total_cost
 from ragbatch.core.provider import Provider
@@ -48,9 +48,10 @@ from ragbatch.run.factory import (
     make_claims,
     make_provider,
 )
+from ragbatch.run.preflight import check_slice_fields, option_warnings
 from ragbatch.run.progress import Progress, Snapshot, count_lines
 from ragbatch.run.runner import RunConfig, run_stream
-from ragbatch.run.shards import shard_of, write_partial
+from ragbatch.run.shards import count_shard_rows, shard_of, write_partial
 from ragbatch.run.stop import StopWatch
 
 __all__ = [
@@ -102,8 +103,14 @@ def watch(
                 live.concurrency = lambda: limiter.limit
                 live.retries = lambda: sum(counts.values())
                 live.throttled = lambda: limiter.stats.throttled
+        shard = config.shard
         progress = Progress(
-            total, pricing, live, mode=config.progress, interval=config.progress_interval
+            total,
+            pricing,
+            live,
+            label=f"shard {shard[0]}/{shard[1]}" if shard else "",
+            mode=config.progress,
+            interval=config.progress_interval,
         )
     rows_out = RowsWriter(config.rows_out) if config.rows_out is not None else None
     return progress, rows_out
@@ -131,6 +138,9 @@ async def evaluate_async(
     thresholds, policy = load_thresholds(config)
     config = replace(config, thresholds=thresholds)
     claims = make_claims(config)
+    check_slice_fields(config)  # before the first row (stops reading once every field is seen)
+    for warning in option_warnings(config):
+        warn(warning)
     baseline = make_baseline(config)
     reader = config.source or open_dataset(
         config.dataset,
@@ -140,6 +150,9 @@ async def evaluate_async(
         ignore_unknown_fields=config.ignore_unknown_fields,
     )
     total = count_lines(str(config.dataset)) if config.source is None else None
+    if config.shard is not None:  # progress counts against the shard's own rows
+        jsonl = config.format == "jsonl" and config.source is None and config.progress != "none"
+        total = count_shard_rows(config.dataset, config.shard) if jsonl else None
     limit = config.max_report_rows
     # a JSONL file's non-blank lines are its rows (any other line fails the run)
     known_rows = total if config.format == "jsonl" and config.shard is None else None
@@ -243,9 +256,59 @@ async def evaluate_async(
     if cached is not None:
         for warning in cached.warnings:
             warn(warning)
+        other = offline_models(cached)
+        if other:
+            record["cache"]["recordedModels"] = other
+            warn(
+                f"--offline: every lookup missed the cache ({cached.stats.misses} misses); it "
+                f"holds replies recorded for {', '.join(other)}, not for {cached.model}: pass "
+                f"--model {other[0]} to replay them"
+            )
     if config.run_record is not None:
         write_bytes(config.run_record, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
     return JobResult(report, data, wall, rate, record)
+
+
+def offline_models(cached: CachedProvider) -> list[str]:
+    """After an offline run in which every lookup missed: the models the cache's replies were
+    recorded for, when the requested one is not among them (else [])."""
+    stats = cached.stats
+    if cached.mode != "offline" or cached.cache is None or stats.hits or not stats.misses:
+        return []
+    models = cached.cache.recorded_models()
+    return models if models and cached.model not in models else []
+
+
+class FailureLog:
+    """Failed rows by kind, Jev's and the baseline's, each with its first row id and message
+    (for the terminal summary; the report keeps the counts, the run record these too)."""
+
+    def __init__(self) -> None:
+        self.jev: dict[str, dict[str, Any]] = {}
+        self.baseline: dict[str, dict[str, Any]] = {}
+
+    def add(self, o: RowOutcome) -> None:
+        if o.jev.failure is not None and o.jev.failure.kind == BUDGET_KIND:
+            return  # not evaluated (--max-cost): reported as incomplete, not as a failure
+        for kinds, failure in ((self.jev, o.jev.failure), (self.baseline, o.baseline.failure)):
+            if failure is not None:
+                first = {"rows": 0, "firstId": o.row.id, "firstMessage": failure.message}
+                kinds.setdefault(failure.kind, first)["rows"] += 1
+
+    def record(self) -> dict[str, Any]:
+        """``{"jev": {kind: {rows, firstId, firstMessage}}, "baseline": {...}}``, kinds sorted."""
+        return {
+            "jev": dict(sorted(self.jev.items())),
+            "baseline": dict(sorted(self.baseline.items())),
+        }
+
+
+def failures_of(outcomes: list[RowOutcome]) -> dict[str, Any]:
+    """:meth:`FailureLog.record` of finished outcomes (a merge of shards)."""
+    log = FailureLog()
+    for outcome in outcomes:
+        log.add(outcome)
+    return log.record()
 
 
 class CallLog:
@@ -259,11 +322,13 @@ class CallLog:
         self.rows_out = rows_out
         self.rows = 0
         self.retries: Counter[str] = Counter()
+        self.failures = FailureLog()
         over = limit is not None and expected_rows is not None and expected_rows > limit
         self.calls: list[dict[str, Any]] | None = None if over else []
 
     def add(self, o: RowOutcome) -> None:
         self.rows += 1
+        self.failures.add(o)
         reply, failure = o.jev.reply, o.jev.failure
         if reply is not None:
             self.retries.update(reply.retries)
@@ -307,6 +372,7 @@ class CallLog:
             "wallSeconds": wall,
             "rowsPerSecond": rate,
             "retriesByStatus": dict(sorted(self.retries.items())),
+            "failuresByKind": self.failures.record(),
         }
         if cached is not None:
             stats = cached.stats

@@ -36,6 +36,7 @@ class Progress:
     total: int | None
     pricing: PricingSnapshot
     live: Snapshot = field(default_factory=Snapshot)
+    label: str = ""  # e.g. "shard 1/3": its rows are what ``total`` counts
     mode: str = "auto"  # auto | rich | plain | none
     interval: float = 5.0
     stream: TextIO = field(default_factory=lambda: sys.stderr)
@@ -92,8 +93,9 @@ class Progress:
                 f", in flight {self.live.in_flight()} (concurrency {self.live.concurrency()}), "
                 f"retries {self.live.retries()}, 429s {self.live.throttled()}"
             )
+        label = f" ({self.label})" if self.label else ""
         return (
-            f"progress: {self.done}{total} rows, {rate:.1f} rows/s{eta}{hits}{calls}, "
+            f"progress{label}: {self.done}{total} rows, {rate:.1f} rows/s{eta}{hits}{calls}, "
             f"failures {self.failed}, spent {self.pricing.currency} {self.spent():.6f} "
             f"(pricing {self.pricing.version})"
         )

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ragbatch.core.errors import ConfigError, DatasetError
@@ -47,6 +48,22 @@ def shard_of(row_id: str, shards: int) -> int:
     """The 1-based shard of a row id among ``shards``."""
     digest = hashlib.sha256(row_id.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % shards + 1
+
+
+def count_shard_rows(path: Path, shard: tuple[int, int]) -> int | None:
+    """Rows of a JSONL file in ``shard`` (K, N), for the progress total; None if the file
+    cannot be read or a line is not a row (the reader reports that, at its line)."""
+    k, n = shard
+    count = 0
+    try:
+        with path.open("rb") as handle:
+            for line in handle:
+                if line.strip():
+                    row_id = orjson.loads(line.removeprefix(b"\xef\xbb\xbf")).get("id")
+                    count += isinstance(row_id, str) and shard_of(row_id, n) == k
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+    return count
 
 
 class PartialHeader(BaseModel):

@@ -20,6 +20,7 @@ import os
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,21 @@ from typing import Any
 import orjson
 
 from ragbatch.core.errors import EXIT_ABORTED, Interrupted, RagbatchError
+from ragbatch.data.formats import open_dataset
 from ragbatch.report.builder import summarize
 from ragbatch.report.models import report_bytes
 from ragbatch.report.rows_out import RowsWriter, merge_rows
 from ragbatch.run.factory import jev_settings, load_pricing, spend_limit
-from ragbatch.run.job import JobConfig, JobResult, check_outputs, run_job, write_bytes
+from ragbatch.run.job import (
+    JobConfig,
+    JobResult,
+    check_outputs,
+    failures_of,
+    run_job,
+    write_bytes,
+)
+from ragbatch.run.preflight import check_slice_fields, option_warnings
+from ragbatch.run.progress import count_lines
 from ragbatch.run.shards import merge_partials, shard_of
 from ragbatch.run.stop import SIGNALS, StopWatch
 
@@ -100,6 +111,7 @@ def finish(
     wall = time.perf_counter() - started
     rate = len(outcomes) / wall if wall > 0 else 0.0
     record = {"rows": len(outcomes), "wallSeconds": wall, "rowsPerSecond": rate, **facts}
+    record["failuresByKind"] = failures_of(outcomes)
     record["shardRuns"] = results
     if config.run_record is not None:
         write_bytes(config.run_record, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
@@ -196,12 +208,64 @@ def run_processes(configs: list[JobConfig], results: list[Path]) -> list[dict[st
     ]
 
 
-def run_workers(config: JobConfig, workers: int) -> JobResult:
-    """Run ``workers`` shard processes and merge their partials into one report."""
+def available_cores() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def dataset_rows(config: JobConfig) -> int | None:
+    """Rows in the dataset (a JSONL file's non-blank lines; other formats are read), or None
+    when unknown (the run itself reports a bad file)."""
+    if config.source is not None:
+        return None
+    if config.format == "jsonl":
+        return count_lines(str(config.dataset))
+    reader = open_dataset(
+        config.dataset,
+        config.format,
+        mapping=config.mapping,
+        outputs=config.outputs,
+        ignore_unknown_fields=config.ignore_unknown_fields,
+    )
+    return sum(1 for _ in reader)
+
+
+def cap_workers(config: JobConfig, workers: int, warn: Callable[[str], None]) -> int:
+    """``workers``, at most one per row and one per core; ``warn`` says when it was capped
+    (each process costs an interpreter start, and more than the cores only share them)."""
+    rows, cores = dataset_rows(config), available_cores()
+    limits = [(cores, f"{cores} core" + "s" * (cores != 1))]
+    if rows is not None:
+        limits.insert(0, (max(rows, 1), f"{rows} row" + "s" * (rows != 1)))
+    reasons = [text for limit, text in limits if limit < workers]
+    capped = min([workers, *(limit for limit, _ in limits)])
+    if capped < workers:
+        warn(
+            f"--workers {workers} capped at {capped} ({', '.join(reasons)}): more processes "
+            "than rows or cores only add start-up time"
+        )
+    return capped
+
+
+def run_workers(
+    config: JobConfig, workers: int, warn: Callable[[str], None] | None = None
+) -> JobResult:
+    """Run ``workers`` shard processes (capped by :func:`cap_workers`) and merge their
+    partials into one report; one process left runs the job in this one."""
     started = time.perf_counter()
     check_outputs(config)  # refused here, before any worker starts
     spend_limit(config, load_pricing(config.pricing))
+    say = warn or (lambda _: None)
+    workers = cap_workers(config, workers, say)
+    if workers == 1:
+        return run_job(config, say, stop=StopWatch())
     jev_settings(config)  # a key that cannot be sent is refused before any worker starts
+    check_slice_fields(config)  # before any worker starts (the workers' warnings go unheard)
+    for warning in option_warnings(config):
+        say(warning)
     with tempfile.TemporaryDirectory(prefix="ragbatch-workers-") as tmp:
         shards = range(1, workers + 1)
         partials = [Path(tmp) / f"part-{k}-of-{workers}.jsonl" for k in shards]

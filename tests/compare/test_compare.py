@@ -99,11 +99,15 @@ def test_identical_reports_pass_and_absent_rules_are_skipped() -> None:
     assert result.passed
     assert result.exit_code == 0
     assert statuses(result) == {
+        "Jev-only accuracy": "pass",
+        "Cascade accuracy": "skipped",
+        "Fallback rate": "skipped",
+        "Failure rate": "skipped",
         "Recall@10": "pass",
         "Groundedness": "pass",
         "Citation quality": "skipped",
     }
-    skipped = result.rules[2]
+    skipped = result.rules[-1]
     assert "absent in current and baseline" in skipped.reason
 
 
@@ -111,7 +115,7 @@ def test_skipped_when_absent_in_one_report_only() -> None:
     base = report([True] * 10)
     current = report([True] * 10)
     del current["retrievalRanking"]
-    rule = gate(current, base).rules[0]
+    rule = next(r for r in gate(current, base).rules if r.name == "Recall@10")
     assert rule.status == "skipped"
     assert rule.reason == "retrievalRanking.at.10.recall absent in current"
 
@@ -156,7 +160,7 @@ def test_without_paired_rows_the_drop_alone_decides() -> None:
 def test_graded_per_row_recall_uses_the_sign_test() -> None:
     base = report([True] * 30, [1.0] * 30)
     current = report([True] * 30, [0.5] * 12 + [1.0] * 18)
-    recall = gate(current, base).rules[0]
+    recall = next(r for r in gate(current, base).rules if r.name == "Recall@10")
     assert recall.status == "fail"
     assert recall.test == "sign-test-exact"
     assert (recall.worse, recall.better) == (12, 0)
@@ -166,7 +170,8 @@ def test_a_drop_of_exactly_the_limit_passes() -> None:
     base, current = report([True] * 4), report([True] * 4)
     base["retrievalRanking"]["at"]["10"]["recall"] = 0.75
     current["retrievalRanking"]["at"]["10"]["recall"] = 0.73  # 0.75 - 0.73 > 0.02 in floats
-    assert gate(current, base).rules[0].status == "pass"
+    recall = next(r for r in gate(current, base).rules if r.name == "Recall@10")
+    assert recall.status == "pass"
 
 
 def test_user_rules_add_and_override() -> None:
@@ -183,6 +188,10 @@ def test_user_rules_add_and_override() -> None:
     )
     result = gate(current, base, rules)
     assert statuses(result) == {
+        "Jev-only accuracy": "pass",
+        "Cascade accuracy": "skipped",
+        "Fallback rate": "skipped",
+        "Failure rate": "skipped",
         "Recall@10": "pass",
         GROUNDED: "pass",
         "Citation quality": "skipped",
@@ -229,8 +238,62 @@ def test_row_outcomes() -> None:
     data = report([True, False])
     data["rows"].append({"id": "failed", "status": "failed", "expected": "PASS"})
     data["rows"].append({"id": "unlabelled", "diagnosis": "PASS"})
+    data["rows"][0]["cascade"] = {"diagnosis": "GENERATOR_UNGROUNDED"}
+    data["rows"][1]["cascade"] = {"diagnosis": "PASS"}
+    data["rows"][1]["route"] = "fallback"
     assert row_outcomes(data, "diagnosis") == {"r0": 1.0, "r1": 0.0, "failed": 0.0}
+    assert row_outcomes(data, "cascade.diagnosis") == {"r0": 0.0, "r1": 1.0, "failed": 0.0}
+    assert row_outcomes(data, "route=fallback") == dict(r0=0.0, r1=1.0, failed=0.0, unlabelled=0.0)
+    assert row_outcomes(data, "status=failed") == dict(r0=0.0, r1=0.0, failed=1.0, unlabelled=0.0)
     assert row_outcomes(data, "retrievalRanking.at.10.recall") == {"r0": 1.0, "r1": 1.0}
+
+
+def test_default_rules_cover_both_modes_fallback_and_failures() -> None:
+    assert [(r.name, r.path, r.max_drop, r.direction, r.row_path) for r in DEFAULT_RULES] == [
+        ("Jev-only accuracy", "modes.jevOnly.classification.accuracy", 0.02,
+         "higher-is-better", "diagnosis"),
+        ("Cascade accuracy", "modes.cascade.classification.accuracy", 0.02,
+         "higher-is-better", "cascade.diagnosis"),
+        ("Fallback rate", "modes.cascade.fallbackRate", 0.05, "lower-is-better", "route=fallback"),
+        ("Failure rate", "modes.jevOnly.failures.rate", 0.02, "lower-is-better", "status=failed"),
+        ("Recall@10", "retrievalRanking.at.10.recall", 0.02, "higher-is-better",
+         "retrievalRanking.at.10.recall"),
+        ("Groundedness", GROUNDED, 0.02, "higher-is-better", "diagnosis"),
+        ("Citation quality", "modes.jevOnly.claims.answerLevelAccuracy", 0.05,
+         "higher-is-better", "diagnosis"),
+    ]  # fmt: skip
+
+
+def test_a_rise_in_failures_is_a_regression_paired_on_failed_rows() -> None:
+    base, current = report([True] * 30), report([True] * 30)
+    base["modes"]["jevOnly"]["failures"] = {"rate": 0.0}
+    current["modes"]["jevOnly"]["failures"] = {"rate": 10 / 30}
+    for row in current["rows"][:10]:
+        row["status"] = "failed"
+    rule = next(r for r in gate(current, base).rules if r.name == "Failure rate")
+    assert (rule.status, rule.test, rule.worse, rule.better) == ("fail", "mcnemar-exact", 10, 0)
+
+
+def test_a_rule_path_in_neither_report_is_a_usage_error_naming_the_nearest() -> None:
+    base = report([True] * 4)
+    (typo,) = parse_rules([{"path": "modes.jevOnly.classification.acuracy", "maxDrop": 0.02}])
+    with pytest.raises(ConfigError) as caught:
+        gate(base, base, [typo])
+    assert caught.value.exit_code == EXIT_USAGE
+    assert str(caught.value) == (
+        "rule path modes.jevOnly.classification.acuracy is in neither report; nearest existing "
+        "paths: modes.jevOnly.classification.accuracy, "
+        "modes.jevOnly.components.generation.groundedness.accuracy"
+    )
+    (renamed,) = parse_rules([{"path": "zzz", "maxDrop": 0.1, "name": "Z"}])
+    with pytest.raises(ConfigError, match=r"^rule path zzz \(rule 'Z'\) is in neither report; "
+                       "no similar path exists"):  # fmt: skip
+        gate(base, base, [renamed])
+    only_one = report([True] * 4)
+    only_one["modes"]["jevOnly"]["abstention"] = {"accuracy": 1.0}
+    (present,) = parse_rules([{"path": "modes.jevOnly.abstention.accuracy", "maxDrop": 0.1}])
+    result = gate(base, only_one, [present])  # absent in one report only: a documented skip
+    assert result.rules[-1].reason == "modes.jevOnly.abstention.accuracy absent in current"
 
 
 def test_markdown_and_junit_of_a_failing_gate() -> None:
@@ -243,8 +306,8 @@ def test_markdown_and_junit_of_a_failing_gate() -> None:
     suite = root.find("testsuite")
     assert suite is not None
     assert suite.get("tests") == str(len(DEFAULT_RULES))
-    assert suite.get("failures") == "1"
-    assert suite.get("skipped") == "1"
+    assert suite.get("failures") == "2"  # groundedness and Jev-only accuracy
+    assert suite.get("skipped") == "4"
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     assert cases["Groundedness"].find("failure") is not None
     assert cases["Citation quality"].find("skipped") is not None

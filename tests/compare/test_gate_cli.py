@@ -92,3 +92,46 @@ def test_diff_lists_flipped_rows_and_model_changes(tmp_path: Path) -> None:
     assert code == 0
     flipped = next(r["id"] for r, o in zip(changed["rows"], base["rows"], strict=True) if r != o)
     assert flipped in out and "jev-1.14.0" in out
+
+
+def test_default_rules_fail_the_tighter_thresholds_run(tmp_path: Path) -> None:
+    """0.1/0.9 drops cascade accuracy 87.5% -> 77.1% and sends 54% of rows to the fallback."""
+    current = tmp_path / "t19.json"
+    args = ("--fail-threshold", "0.1", "--pass-threshold", "0.9", "--out", str(current))
+    code, _, _ = invoke("run", *args, "--quiet")
+    assert code == 0
+    code, out, _ = invoke("gate", str(current), "--baseline", str(REPORT))
+    assert code == 1
+    assert out.startswith("## ragbatch gate: FAIL: regression\n")
+    lines = out.splitlines()
+    assert (
+        "| Jev-only accuracy | `modes.jevOnly.classification.accuracy` | 0.7708 | 0.3125 | 0.4583 "
+        "| 0.02 | mcnemar-exact | 4.768e-07 | **fail**: drop 0.4583 > 0.02; 22 rows worse, "
+        "0 better, p = 4.77e-07 (significant) |"
+    ) in lines
+    assert (
+        "| Cascade accuracy | `modes.cascade.classification.accuracy` | 0.875 | 0.7708 | 0.1042 "
+        "| 0.02 | mcnemar-exact | 0.2266 | **not-significant**: drop 0.1042 > 0.02; 8 rows worse, "
+        "3 better, p = 0.227 (not significant: treated as noise) |"
+    ) in lines
+    assert (
+        "| Fallback rate | `modes.cascade.fallbackRate` | 0.125 | 0.5417 | 0.4167 | 0.05 "
+        "| mcnemar-exact | 1.907e-06 | **fail**: drop 0.4167 > 0.05; 20 rows worse, 0 better, "
+        "p = 1.91e-06 (significant) |"
+    ) in lines
+    assert (
+        "| Failure rate | `modes.jevOnly.failures.rate` | 0 | 0 | 0 | 0.02 | none | — "
+        "| **pass**: drop 0 <= 0.02 |"
+    ) in lines
+
+
+def test_a_rule_path_in_neither_report_exits_2(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text('[{"path": "modes.cascade.classification.acuracy", "maxDrop": 0.02}]')
+    code, out, err = invoke("gate", str(REPORT), "--baseline", str(REPORT), "--rules", str(rules))
+    assert (code, out) == (2, "")
+    assert err == (
+        f"error: {rules}: rule path modes.cascade.classification.acuracy is in neither report; "
+        "nearest existing paths: modes.cascade.classification.accuracy, "
+        "modes.cascade.classification.overallAccuracy, modes.cascade.classification.macroF1\n"
+    )

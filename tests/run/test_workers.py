@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from ragbatch.cli.app import app
 from ragbatch.providers.cache import ReplyCache
+from ragbatch.run import workers as worker_processes
 from ragbatch.testing import JevServer
 from tests.conftest import JEV_KEY
 from tests.run.test_resume import StartServer, wait_for
@@ -34,7 +35,10 @@ def cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("workers", [2, 3])
-def test_workers_rows_out_equals_single_process_bytes(tmp_path: Path, workers: int) -> None:
+def test_workers_rows_out_equals_single_process_bytes(
+    tmp_path: Path, workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_processes, "available_cores", lambda: 8)  # 3 on a 2-core machine
     single, multi = tmp_path / "single.jsonl", tmp_path / "multi.jsonl"
     common = ("run", str(DATASET), "--pricing", str(PRICING), "--quiet")
     code, text = cli(*common, "--out", str(tmp_path / "s.json"), "--rows-out", str(single))

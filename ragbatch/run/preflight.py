@@ -1,0 +1,80 @@
+"""Checks of a run's options against its data, made before the first row is sent (reads the
+dataset only as far as it must).
+
+- ``--slice-by FIELD`` when no row's metadata has FIELD: an error naming it and the fields the
+  rows do have (one ``(none)`` slice would look like a result).
+- ``--claim-extractor sentences`` with ``--claim-evidence cited``: a warning, since sentences
+  carry no citations and every claim would be a missing citation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import orjson
+
+from ragbatch.core.errors import ConfigError
+from ragbatch.data.formats import open_dataset
+from ragbatch.metrics.slices import has_metadata_value, metadata_fields
+from ragbatch.run.config import JobConfig
+
+LISTED_FIELDS = 20  # fields named in the error, at most
+
+
+def _metadata(config: JobConfig) -> Iterator[Mapping[str, Any] | None]:
+    """Each row's metadata: a light scan of a JSONL file, the reader for other formats."""
+    if config.format == "jsonl":
+        try:
+            with config.dataset.open("rb") as handle:
+                for line in handle:
+                    if line.strip():
+                        data = orjson.loads(line.removeprefix(b"\xef\xbb\xbf"))
+                        metadata = data.get("metadata") if isinstance(data, dict) else None
+                        yield metadata if isinstance(metadata, dict) else None
+        except (OSError, orjson.JSONDecodeError):
+            return  # the reader reports it, with file and line
+        return
+    reader = open_dataset(
+        config.dataset,
+        config.format,
+        mapping=config.mapping,
+        outputs=config.outputs,
+        ignore_unknown_fields=config.ignore_unknown_fields,
+    )
+    for row in reader:
+        yield row.metadata
+
+
+def check_slice_fields(config: JobConfig) -> None:
+    """ConfigError (exit 2) when a ``--slice-by`` field has a value in no row; stops reading
+    as soon as every field was seen."""
+    if not config.slice_by or config.source is not None:
+        return
+    missing = dict.fromkeys(config.slice_by)
+    seen: set[str] = set()
+    for metadata in _metadata(config):
+        seen |= metadata_fields(metadata)
+        for field in [f for f in missing if has_metadata_value(metadata, f)]:
+            del missing[field]
+        if not missing:
+            return
+    names = sorted(seen)
+    listed = ", ".join(names[:LISTED_FIELDS]) + (", …" if len(names) > LISTED_FIELDS else "")
+    fields = ", ".join(missing)
+    which = "this metadata field" if len(missing) == 1 else "these metadata fields"
+    have = f"fields in the rows' metadata: {listed}" if names else "the rows carry no metadata"
+    raise ConfigError(f"--slice-by {fields}: no row of {config.dataset} has {which}; {have}")
+
+
+def option_warnings(config: JobConfig) -> list[str]:
+    """Warnings about options that work but not as one would expect."""
+    warnings = []
+    claims = config.groundedness == "claims"
+    if claims and config.claim_extractor == "sentences" and config.claim_evidence == "cited":
+        warnings.append(
+            "--claim-extractor sentences does not parse citations, so with --claim-evidence "
+            "cited every claim is a missing citation; use --claim-evidence context (every "
+            "retrieved passage) or claims with citations (--claim-extractor provided)"
+        )
+    return warnings
