@@ -6,8 +6,10 @@ page, a cut reply), connection errors and timeouts, with exponential backoff and
 capped; ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP-date, up to
 ``retry_after_cap_s``) is honoured on every retried status, 503 as much as 429. Never
 retried: 400, 401, 403, 404, 422 and JSON replies that fail the schema
-(``malformed-response``). A 401 or 403 stops the whole run (a wrong key would fail every row). The overall per-row deadline
-bounds all attempts and waits together. The API key never appears in an error message.
+(``malformed-response``). A 401 or 403 stops the whole run (a wrong key would fail every row).
+``--timeout`` bounds each attempt as a whole (a reply trickling in fails at it); the overall
+per-row deadline bounds all attempts and waits together. The API key is trimmed and checked
+before the first request, and never appears in an error message in any spelling.
 """
 
 from __future__ import annotations
