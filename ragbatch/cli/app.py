@@ -143,6 +143,14 @@ def run(
     base_url: Annotated[
         str, typer.Option(envvar="TYPESAFE_BASE_URL", help="Jev API base URL.")
     ] = DEFAULT_BASE_URL,
+    allow_insecure_http: Annotated[
+        bool,
+        typer.Option(
+            "--allow-insecure-http",
+            help="Send the API keys over plain http:// to a host that is not loopback "
+            "(refused otherwise: the key would travel unencrypted).",
+        ),
+    ] = False,
     api_key: Annotated[
         str | None,
         typer.Option(
@@ -167,7 +175,10 @@ def run(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Neither read nor write the cache.")
     ] = False,
-    timeout: Annotated[float, typer.Option(min=0.001, help="Seconds per HTTP attempt.")] = 30.0,
+    timeout: Annotated[
+        float,
+        typer.Option(min=0.001, help="Seconds per HTTP attempt, the whole reply included."),
+    ] = 30.0,
     row_deadline: Annotated[
         float, typer.Option(min=0.001, help="Seconds per row, all attempts and waits included.")
     ] = 300.0,
@@ -353,6 +364,7 @@ def run(
         pass_at = default.pass_ if pass_threshold is None else pass_threshold
         config = JobConfig(
             base_url=base_url,
+            allow_insecure_http=allow_insecure_http,
             api_key=api_key,
             cache_dir=cache_dir,
             cache_mode=cache_mode(offline=offline, refresh=refresh, no_cache=no_cache),

@@ -9,8 +9,8 @@
     ├── CacheError                 the cache directory cannot be used (exit 2)
     ├── RunAborted                 the run stopped itself (auth, error budget) (exit 4)
     ├── Interrupted(signum)        SIGINT/SIGTERM stopped the run     (exit 128 + signum)
-    └── ProviderError(status, retryable, request_id)
-        └── RateLimited(retry_after)
+    └── ProviderError(status, retryable, request_id, retry_after)
+        └── RateLimited                429/529: also slows the whole run down
 
 A row whose call fails after retries is *data* (:class:`RowFailure`), not an exception
 that escapes the runner: the run goes on and the report counts it as a failure.
@@ -88,11 +88,13 @@ class ProviderError(RagbatchError):
         status: int | None = None,
         retryable: bool = False,
         request_id: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
         self.kind = kind
         self.status = status
         self.retryable = retryable
         self.request_id = request_id
+        self.retry_after = retry_after  # seconds the service asked us to wait (Retry-After)
         self.wall_ms = 0.0  # time spent on the call, retries included; set by the provider
         self.retries: dict[str, int] = {}  # retries by status or kind before giving up
         suffix = f" (request id {request_id})" if request_id else ""
@@ -111,9 +113,13 @@ class RateLimited(ProviderError):
         request_id: str | None = None,
     ) -> None:
         super().__init__(
-            message, kind="rate-limited", status=status, retryable=True, request_id=request_id
+            message,
+            kind="rate-limited",
+            status=status,
+            retryable=True,
+            request_id=request_id,
+            retry_after=retry_after,
         )
-        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)

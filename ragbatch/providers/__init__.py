@@ -2,8 +2,8 @@
 
 Owns the mock provider, live Jev over HTTP (``jev``, its lane ``transport``), the
 OpenAI-compatible ``chat_client`` and the ``llm_judge`` built on it, the ``lexical`` and
-``recorded`` baseline judges, the content-addressed reply ``cache`` (and ``cache_merge``) and
-rate control (``ratelimit``).
+``recorded`` baseline judges, the content-addressed reply ``cache`` (and ``cache_merge``),
+rate control (``ratelimit``) and API key checks and redaction (``apikey``).
 
 Does I/O (HTTP, SQLite files). May import ``core`` only.
 """

@@ -21,12 +21,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, cast
 
+import anyio
 import httpx
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from ragbatch.core.errors import ProviderError, RateLimited, RunAborted
 from ragbatch.core.schema import TokenUsage
+from ragbatch.providers.apikey import Redactor, check_base_url, clean_key
 from ragbatch.providers.jev import (
     RETRY_STATUSES,
     THROTTLE_STATUSES,
@@ -75,12 +77,13 @@ class ChatClient:
         max_retries: int = 4,
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 5.0,
+        allow_insecure_http: bool = False,
     ) -> None:
-        if not api_key:
-            raise RunAborted(f"no judge API key: set {API_KEY_ENV}")
+        self.redact = Redactor(api_key)  # the key as given; trimmed and checked before use
+        self._key = clean_key(api_key, API_KEY_ENV, "judge API key")
+        check_base_url(base_url, "--judge-base-url", allow_insecure_http=allow_insecure_http)
         self.model, self.limiter, self.timeout_s = model, limiter, timeout_s
         self.max_retries, self.backoff = max_retries, (backoff_initial_s, backoff_max_s)
-        self._key = api_key
         self.client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             transport=FanOutTransport(),
@@ -88,13 +91,9 @@ class ChatClient:
         )
         self.retries: Counter[str] = Counter()
 
-    def redact(self, text: str) -> str:
-        """``text`` with the API key replaced by ``***``."""
-        return text.replace(self._key, "***")
-
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(exc, RateLimited) and exc.retry_after is not None:
+        if isinstance(exc, ProviderError) and exc.retry_after is not None:
             return min(max(exc.retry_after, 0.0), RETRY_AFTER_CAP_S)
         initial, cap = self.backoff
         exponent = min(state.attempt_number - 1, 64)
@@ -137,11 +136,12 @@ class ChatClient:
         async with self.limiter.slot(estimate) as epoch:
             started = time.perf_counter()
             try:
-                response = await self.client.post(CHAT_ENDPOINT, content=body, headers=headers)
-            except httpx.TimeoutException:
+                with anyio.fail_after(self.timeout_s):  # the whole attempt, not each read
+                    response = await self.client.post(CHAT_ENDPOINT, content=body, headers=headers)
+            except (httpx.TimeoutException, TimeoutError):
                 self.limiter.settle(estimate, 0)
                 raise ProviderError(
-                    f"no reply within {self.timeout_s} s", kind="timeout", retryable=True
+                    f"no complete reply within {self.timeout_s} s", kind="timeout", retryable=True
                 ) from None
             except httpx.TransportError as exc:
                 self.limiter.settle(estimate, 0)
@@ -156,7 +156,7 @@ class ChatClient:
         request_id, status = response.headers.get("x-request-id"), response.status_code
         if status != 200:
             self.limiter.settle(estimate, 0)
-            message = self.redact(f"HTTP {status}: {error_message(response)}")
+            message = self.redact(f"HTTP {status}: {error_message(response, self.redact)}")
             if status in (401, 403):
                 raise RunAborted(f"the judge API rejected the key ({message}); check {API_KEY_ENV}")
             if status in THROTTLE_STATUSES:
@@ -169,7 +169,12 @@ class ChatClient:
             kind = "server-error" if status >= 500 else f"http-{status}"
             retryable = status in RETRY_STATUSES
             raise ProviderError(
-                message, kind=kind, status=status, retryable=retryable, request_id=request_id
+                message,
+                kind=kind,
+                status=status,
+                retryable=retryable,
+                request_id=request_id,
+                retry_after=parse_retry_after(response.headers) if retryable else None,
             )
         try:
             reply: Any = orjson.loads(response.content)

@@ -1,22 +1,28 @@
 """The live Jev provider: ``POST {base}/v1/systemone`` over one pooled httpx client (async I/O).
 
 Per call: rate limiter slot -> per-attempt timeout -> tenacity retries around the HTTP call
-only. Retried: 408, 429, every 5xx (529 included), connection errors and timeouts, with
-exponential backoff and jitter, capped, and ``retry-after-ms`` / ``Retry-After`` (seconds or
-an HTTP-date) honoured. Never retried: 400, 401, 403, 404, 422 and malformed replies. A 401 or
-403 stops the whole run (a wrong key would fail every row). A request over the documented size
-limits is not sent: its row fails with kind ``request-too-large``. The overall per-row deadline
-bounds all attempts and waits together. The API key never appears in an error message.
+only. Retried: 408, 429, every 5xx (529 included), a 200 whose body is not JSON (a proxy's
+page, a cut reply), connection errors and timeouts, with exponential backoff and jitter,
+capped; ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP-date, up to
+``retry_after_cap_s``) is honoured on every retried status, 503 as much as 429. Never
+retried: 400, 401, 403, 404, 422 and JSON replies that fail the schema
+(``malformed-response``). A 401 or 403 stops the whole run (a wrong key would fail every row).
+``--timeout`` bounds each attempt as a whole (a reply trickling in fails at it); the overall
+per-row deadline bounds all attempts and waits together. The API key is trimmed and checked
+before the first request, and never appears in an error message in any spelling. A request
+over the documented size limits is not sent: its row fails with kind ``request-too-large``.
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import anyio
 import httpx
@@ -33,6 +39,7 @@ from ragbatch.core.provider import Call, Reply
 from ragbatch.core.questions import RequestLimits, estimate_input_tokens, oversize_reason
 from ragbatch.core.schema import TokenUsage
 from ragbatch.core.wire import parse_reply
+from ragbatch.providers.apikey import Redactor, check_base_url, clean_key
 from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.providers.transport import FanOutTransport
 
@@ -40,8 +47,10 @@ DEFAULT_BASE_URL = "https://api.typesafe.ai"
 DEFAULT_MODEL = "jev-latest"
 ENDPOINT = "/v1/systemone"
 MODEL_ALIASES = frozenset({"jev-latest", "jev-preview"})
+KEY_SOURCE = "TYPESAFE_API_KEY or --api-key"
 RETRY_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
 THROTTLE_STATUSES = frozenset({429, 529})
+NON_JSON_KIND = "non-json-response"  # a 200 whose body is not JSON: retried like a 5xx
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ class JevSettings:
     backoff_max_s: float = 5.0
     retry_after_cap_s: float = 60.0
     limits: RequestLimits = field(default_factory=RequestLimits)  # over one: never sent
+    allow_insecure_http: bool = False  # send the key over http:// to a non-loopback host
 
     def __repr__(self) -> str:  # never show the key
         return f"JevSettings(base_url={self.base_url!r}, model={self.model!r}, api_key=***)"
@@ -97,25 +107,42 @@ def _located(entry: dict[str, object]) -> str:
     return f"{'.'.join(path)}: {message}" if path else message
 
 
-def error_message(response: httpx.Response) -> str:
+def is_json(body: bytes) -> bool:
+    """Whether ``body`` parses as JSON at all (NaN and Infinity included: a body that uses
+    them is the service's own reply, validated as such, not a proxy's page)."""
+    try:
+        json.loads(body)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+        return False
+    return True
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def error_message(response: httpx.Response, redact: Callable[[str], str] = _same) -> str:
     """The service's own message from a JSON error body, else the start of the body.
 
     Knows ``{"detail": [...]}`` (422, each message with its ``loc`` path), ``{"detail":
-    {"message"}}``, ``{"error": ...}`` and a top-level ``{"message": ...}``."""
+    {"message"}}``, ``{"error": ...}`` and a top-level ``{"message": ...}``. ``redact`` masks
+    secrets in the whole text before it is cut to length: a key straddling
+    the cut would otherwise leave its prefix behind.
+    """
     try:
         body = orjson.loads(response.content)
     except orjson.JSONDecodeError:
-        return response.text[:200].strip() or response.reason_phrase
+        return redact(response.text)[:200].strip() or response.reason_phrase
     detail = body.get("error") or body.get("detail") if isinstance(body, dict) else body
     if detail is None and isinstance(body, dict):
         detail = body.get("message")
     if detail is None:  # JSON without a known message field: show the body, not "None"
-        return response.text[:200].strip() or response.reason_phrase
+        return redact(response.text)[:200].strip() or response.reason_phrase
     if isinstance(detail, dict):
         detail = detail.get("message", detail)
     if isinstance(detail, list) and detail and isinstance(detail[0], dict):
         detail = "; ".join(_located(d) if isinstance(d, dict) else str(d) for d in detail)
-    return str(detail)[:300]
+    return redact(str(detail))[:300]
 
 
 class JevProvider:
@@ -130,8 +157,12 @@ class JevProvider:
         limiter: RateLimiter,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        if not settings.api_key:
-            raise RunAborted("no API key: set TYPESAFE_API_KEY (or pass --api-key)")
+        # the key as given, for the redactor; trimmed and checked (RunAborted) before any use
+        self.redact = Redactor(settings.api_key)
+        settings = replace(settings, api_key=clean_key(settings.api_key, KEY_SOURCE))
+        check_base_url(
+            settings.base_url, "--base-url", allow_insecure_http=settings.allow_insecure_http
+        )
         self.settings = settings
         self.model = settings.model
         self.limiter = limiter
@@ -145,10 +176,6 @@ class JevProvider:
         self._auth = {"Authorization": f"Bearer {settings.api_key}"}
         self.retries: Counter[str] = Counter()
 
-    def redact(self, text: str) -> str:
-        key = self.settings.api_key
-        return text.replace(key, "***") if key else text
-
     def _wait(self, state: RetryCallState) -> float:
         # Exponential backoff with jitter, computed here: tenacity's wait_exponential_jitter
         # renamed its ``initial`` argument (deprecated in 9.x), and both spellings are needed
@@ -158,7 +185,7 @@ class JevProvider:
         backoff = min(initial * 2.0**exponent + random.uniform(0, initial / 4), cap)
         outcome = state.outcome
         exc = outcome.exception() if outcome is not None else None
-        if isinstance(exc, RateLimited) and exc.retry_after is not None:
+        if isinstance(exc, ProviderError) and exc.retry_after is not None:
             return min(max(exc.retry_after, 0.0), self.settings.retry_after_cap_s)
         return backoff
 
@@ -166,15 +193,18 @@ class JevProvider:
         async with self.limiter.slot(estimate) as epoch:
             started = time.perf_counter()
             try:
-                response = await self.client.post(
-                    ENDPOINT,
-                    content=call.request.body(),
-                    headers={**self._auth, "Content-Type": "application/json"},
-                )
-            except httpx.TimeoutException:
+                # the whole attempt, not each read: a reply trickling in a byte at a time
+                # must not hold the row until its deadline
+                with anyio.fail_after(self.settings.attempt_timeout_s):
+                    response = await self.client.post(
+                        ENDPOINT,
+                        content=call.request.body(),
+                        headers={**self._auth, "Content-Type": "application/json"},
+                    )
+            except (httpx.TimeoutException, TimeoutError):
                 self.limiter.settle(estimate, 0)
                 raise ProviderError(
-                    f"no reply within {self.settings.attempt_timeout_s} s",
+                    f"no complete reply within {self.settings.attempt_timeout_s} s",
                     kind="timeout",
                     retryable=True,
                 ) from None
@@ -190,10 +220,11 @@ class JevProvider:
 
     def _read(self, call: Call, response: httpx.Response, estimate: int, epoch: int) -> Reply:
         request_id = response.headers.get("x-typesafe-request-id")
+        request_id = None if request_id is None else self.redact(request_id)
         status = response.status_code
         if status != 200:
             self.limiter.settle(estimate, 0)
-            message = self.redact(f"HTTP {status}: {error_message(response)}")
+            message = self.redact(f"HTTP {status}: {error_message(response, self.redact)}")
             if status in (401, 403):
                 raise RunAborted(
                     f"the Jev API rejected the key ({message}); check TYPESAFE_API_KEY"
@@ -214,9 +245,30 @@ class JevProvider:
             retryable = status in RETRY_STATUSES
             kind = "server-error" if status >= 500 else f"http-{status}"
             raise ProviderError(
-                message, kind=kind, status=status, retryable=retryable, request_id=request_id
+                message,
+                kind=kind,
+                status=status,
+                retryable=retryable,
+                request_id=request_id,
+                # every retried status may say when to come back (a 503 often does)
+                retry_after=parse_retry_after(response.headers) if retryable else None,
             )
-        wire = parse_reply(call.request, response.content, request_id)
+        try:
+            wire = parse_reply(call.request, response.content)
+        except ProviderError as error:
+            if not is_json(response.content):  # a proxy's page, a cut reply: try again
+                self.limiter.settle(estimate, 0)
+                raise ProviderError(
+                    f"HTTP 200 with a body that is not JSON ({self._preview(response)})",
+                    kind=NON_JSON_KIND,
+                    retryable=True,
+                    request_id=request_id,
+                ) from None
+            # JSON that fails the schema is the service's answer: a failed row, not retried;
+            # its message may quote the reply (answer ids), so it is masked too
+            raise ProviderError(
+                self.redact(str(error)), kind=error.kind, request_id=request_id
+            ) from None
         self.limiter.settle(estimate, wire.usage.input_tokens)
         self.limiter.on_success()
         return Reply(
@@ -228,6 +280,11 @@ class JevProvider:
             latency_ms=0.0,
             request_id=request_id,
         )
+
+    def _preview(self, response: httpx.Response) -> str:
+        kind = response.headers.get("content-type", "no content type").split(";")[0]
+        start = self.redact(response.text)[:80].strip()
+        return f"{kind}, {len(response.content)} bytes" + (f": {start}" if start else "")
 
     async def fetch_answers(self, call: Call) -> Reply:
         too_large = oversize_reason(call.request, self.settings.limits)

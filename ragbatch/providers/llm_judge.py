@@ -194,6 +194,7 @@ class LlmJudge:
         max_retries: int = 4,
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 5.0,
+        allow_insecure_http: bool = False,
     ) -> None:
         if answer_cap < 1:
             raise ConfigError(
@@ -202,6 +203,7 @@ class LlmJudge:
         self.chat = ChatClient(
             base_url, api_key, model, limiter, timeout_s=timeout_s, max_retries=max_retries,
             backoff_initial_s=backoff_initial_s, backoff_max_s=backoff_max_s,
+            allow_insecure_http=allow_insecure_http,
         )  # fmt: skip
         self.model, self.cache, self.seed, self.answer_cap = model, cache, seed, answer_cap
         self.stats = CacheStats()

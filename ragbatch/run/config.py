@@ -63,6 +63,7 @@ class JobConfig:
     # live Jev
     api_key: str | None = field(default=None, repr=False)
     base_url: str = DEFAULT_BASE_URL
+    allow_insecure_http: bool = False  # send keys over http:// to a non-loopback host
     cache_dir: Path = DEFAULT_CACHE
     cache_mode: CacheMode = "use"
     attempt_timeout_s: float = 30.0

@@ -15,10 +15,12 @@ from ragbatch.core.policy import Thresholds
 from ragbatch.core.pricing import PricingSnapshot, parse_pricing
 from ragbatch.core.provider import BaselineJudge, Provider
 from ragbatch.core.questions import RequestLimits
+from ragbatch.providers.apikey import check_base_url, clean_key
 from ragbatch.providers.baseline import RecordedBaseline
 from ragbatch.providers.cache import CachedProvider, ReplyCache
 from ragbatch.providers.jev import (
     DEFAULT_MODEL,
+    KEY_SOURCE,
     MODEL_ALIASES,
     JevProvider,
     JevSettings,
@@ -63,6 +65,29 @@ def request_limits(config: JobConfig) -> RequestLimits:
     return RequestLimits(config.max_request_tokens, config.max_state_question_tokens)
 
 
+def jev_settings(config: JobConfig) -> JevSettings | None:
+    """The live Jev settings of a run (None unless it calls the API), checked up front: the key
+    is trimmed and refused (RunAborted, exit 4) when it holds whitespace or control characters;
+    a plain http:// base URL that is not loopback is refused (ConfigError, exit 2) unless
+    ``--allow-insecure-http``."""
+    if config.provider != "jev" or config.cache_mode == "offline":
+        return None
+    key = clean_key(config.api_key, KEY_SOURCE)
+    check_base_url(config.base_url, "--base-url", allow_insecure_http=config.allow_insecure_http)
+    return JevSettings(
+        api_key=key,
+        base_url=config.base_url,
+        model=config.model or DEFAULT_MODEL,
+        attempt_timeout_s=config.attempt_timeout_s,
+        row_deadline_s=config.row_deadline_s,
+        max_retries=config.max_retries,
+        backoff_initial_s=config.backoff_initial_s,
+        backoff_max_s=config.backoff_max_s,
+        allow_insecure_http=config.allow_insecure_http,
+        limits=request_limits(config),
+    )
+
+
 def make_provider(
     config: JobConfig, pricing: PricingSnapshot
 ) -> tuple[Provider, CachedProvider | None, list[str]]:
@@ -81,29 +106,17 @@ def make_provider(
             "a cache keyed on it can mix releases; pin a release (e.g. --model jev-1.13.0) "
             "for reproducible backfills"
         )
-    settings = JevSettings(
-        api_key=config.api_key,
-        base_url=config.base_url,
-        model=model,
-        attempt_timeout_s=config.attempt_timeout_s,
-        row_deadline_s=config.row_deadline_s,
-        max_retries=config.max_retries,
-        backoff_initial_s=config.backoff_initial_s,
-        backoff_max_s=config.backoff_max_s,
-        limits=request_limits(config),
-    )
+    settings = jev_settings(config)
     limiter = RateLimiter(
         config.concurrency,
         max_rps=config.max_rps,
         max_tokens_per_s=config.max_tokens_per_s,
         adaptive=config.adaptive,
     )
-    inner: Provider = (
-        OfflineJev(model) if config.cache_mode == "offline" else JevProvider(settings, limiter)
-    )
+    inner: Provider = OfflineJev(model) if settings is None else JevProvider(settings, limiter)
     cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
     if limit is not None:
-        inner = BudgetedProvider(inner, limit, settings.limits)
+        inner = BudgetedProvider(inner, limit, request_limits(config))
     cached = CachedProvider(inner, cache, config.cache_mode)
     return cached, cached, warnings
 
@@ -146,6 +159,7 @@ def make_claims(config: JobConfig) -> ClaimConfig | None:
             RateLimiter(config.concurrency, max_rps=config.max_rps),
             timeout_s=config.attempt_timeout_s,
             max_retries=config.max_retries,
+            allow_insecure_http=config.allow_insecure_http,
         )
         extractor = LlmClaimExtractor(chat)
     if extractor is None:
@@ -182,5 +196,6 @@ def make_baseline(config: JobConfig) -> BaselineJudge:
             max_retries=config.max_retries,
             backoff_initial_s=config.backoff_initial_s,
             backoff_max_s=config.backoff_max_s,
+            allow_insecure_http=config.allow_insecure_http,
         )
     raise ConfigError(f"unknown baseline {config.baseline!r}; choose recorded, lexical or llm")

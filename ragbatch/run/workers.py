@@ -32,7 +32,7 @@ from ragbatch.data.formats import open_dataset
 from ragbatch.report.builder import summarize
 from ragbatch.report.models import report_bytes
 from ragbatch.report.rows_out import RowsWriter, merge_rows
-from ragbatch.run.factory import load_pricing, spend_limit
+from ragbatch.run.factory import jev_settings, load_pricing, spend_limit
 from ragbatch.run.job import (
     JobConfig,
     JobResult,
@@ -262,6 +262,7 @@ def run_workers(
     workers = cap_workers(config, workers, say)
     if workers == 1:
         return run_job(config, say, stop=StopWatch())
+    jev_settings(config)  # a key that cannot be sent is refused before any worker starts
     check_slice_fields(config)  # before any worker starts (the workers' warnings go unheard)
     for warning in option_warnings(config):
         say(warning)

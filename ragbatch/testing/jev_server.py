@@ -22,13 +22,13 @@ import signal
 import socket
 import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, cast
 
+from ragbatch.testing.bucket import TokenBucket
 from ragbatch.testing.jev_errors import JSON_INVALID, error_type, phrase, validation_errors
 from ragbatch.testing.loopback import LoopbackServer
 
@@ -45,7 +45,8 @@ __all__ = [
 ]
 
 FaultKind = Literal[
-    "latency", "status", "hang", "drop", "non_json", "missing_answer", "extra_answer",
+    "latency", "status", "hang", "trickle", "drop", "non_json", "truncated", "missing_answer",
+    "extra_answer",
     "wrong_type", "out_of_range", "nan", "bad_usage",
 ]  # fmt: skip
 AnswerFn = Callable[[Any, str, dict[str, Any]], dict[str, Any]]
@@ -65,9 +66,12 @@ class Fault:
     """One scripted misbehaviour for one ``POST /v1/systemone`` request.
 
     ``delay_s`` applies to ``latency`` (default 0) and ``hang`` (default 30), both of which
-    then answer normally. ``status``/``retry_after``/``retry_after_ms``/``message`` apply to
-    ``status``. ``usage_value`` replaces ``usage.input_tokens`` for ``bad_usage``. The
-    corrupting kinds hit the first noul answer (else the first answer's ``confidence``).
+    then answer normally, and to ``trickle``: a normal answer sent one byte every ``delay_s``
+    (default 0.5) after the headers, so that no single read waits long. ``status``/``retry_after``/``retry_after_ms``/``message`` apply to
+    ``status``; ``body`` replaces the whole error body (raw text, e.g. a gateway's page that
+    echoes the key back). ``usage_value`` replaces ``usage.input_tokens`` for ``bad_usage``. The
+    corrupting kinds hit the first noul answer (else the first answer's ``confidence``);
+    ``truncated`` sends the first half of the JSON reply, ``non_json`` an HTML page (both 200).
     """
 
     kind: FaultKind
@@ -77,6 +81,7 @@ class Fault:
     retry_after_ms: int | None = None
     message: str | None = None
     usage_value: int | str = -1
+    body: str | None = None
 
 
 FaultFn = Callable[[int, dict[str, Any]], Fault | None]
@@ -159,26 +164,6 @@ def _corrupt(answers: dict[str, Any], kind: str) -> None:
         answers[target] = answer
 
 
-class _TokenBucket:
-    def __init__(self, capacity: float, refill_per_s: float) -> None:
-        self.capacity, self.rate = capacity, refill_per_s
-        self.tokens, self.stamp = capacity, time.monotonic()
-        self.lock = threading.Lock()
-
-    def take(self, need: int) -> int | None:
-        """Spend ``need`` tokens and return None, or return the ms until they refill."""
-        with self.lock:
-            now = time.monotonic()
-            self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
-            self.stamp = now
-            if self.tokens >= need:
-                self.tokens -= need
-                return None
-            if self.rate <= 0:  # never refills: tell the client to wait a long time
-                return 60_000
-            return max(1, math.ceil((need - self.tokens) / self.rate * 1000))
-
-
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
@@ -225,10 +210,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.jev._end()
 
     def _send(
-        self, status: int, payload: Any, headers: dict[str, str] | None = None, ok: bool = False
+        self,
+        status: int,
+        payload: Any,
+        headers: dict[str, str] | None = None,
+        ok: bool = False,
+        ctype: str = "text/html; charset=utf-8",
+        trickle_s: float = 0.0,
     ) -> None:
         if isinstance(payload, bytes):
-            data, ctype = payload, "text/html; charset=utf-8"
+            data = payload
         else:  # allow_nan: the "nan" fault must write a literal NaN
             data, ctype = json.dumps(payload, ensure_ascii=False).encode(), "application/json"
         self.jev._count(status, success=ok)
@@ -239,7 +230,14 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(data)
+        if trickle_s <= 0:
+            self.wfile.write(data)
+            return
+        for i in range(len(data)):
+            self.wfile.write(data[i : i + 1])
+            self.wfile.flush()
+            if self.jev._stopping.wait(trickle_s):
+                break
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         if status == 422:
@@ -303,11 +301,19 @@ class _Handler(BaseHTTPRequestHandler):
         usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": 2 * len(answers)}
         if fault is not None and fault.kind == "bad_usage":
             usage["input_tokens"] = fault.usage_value
-        elif fault is not None and fault.kind not in ("latency", "hang"):
+        elif fault is not None and fault.kind not in ("latency", "hang", "trickle", "truncated"):
             _corrupt(answers, fault.kind)
         model = jev.release if body["model"] in _ALIASES else body["model"]
-        ok = fault is None or fault.kind in ("latency", "hang")
-        self._send(200, {"model": model, "answers": answers, "usage": usage}, ok=ok)
+        reply = {"model": model, "answers": answers, "usage": usage}
+        if fault is not None and fault.kind == "truncated":  # the first half of a JSON reply
+            data = json.dumps(reply).encode()
+            self._send(200, data[: len(data) // 2], ctype="application/json")
+            return
+        ok = fault is None or fault.kind in ("latency", "hang", "trickle")
+        trickle_s = 0.0
+        if fault is not None and fault.kind == "trickle":
+            trickle_s = 0.5 if fault.delay_s is None else fault.delay_s
+        self._send(200, reply, ok=ok, trickle_s=trickle_s)
 
     def _fault_reply(self, fault: Fault) -> None:
         if fault.kind == "drop":
@@ -320,9 +326,11 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             headers = {"Retry-After": fault.retry_after, "retry-after-ms": fault.retry_after_ms}
             message = fault.message or phrase(fault.status)
-            self._error(
-                fault.status, message, {k: str(v) for k, v in headers.items() if v is not None}
-            )
+            present = {k: str(v) for k, v in headers.items() if v is not None}
+            if fault.body is not None:
+                self._send(fault.status, fault.body.encode(), present)
+            else:
+                self._error(fault.status, message, present)
 
 
 class JevServer(LoopbackServer):
@@ -358,7 +366,7 @@ class JevServer(LoopbackServer):
         self.api_key, self.release, self._port = api_key, release, port
         self.latency_s, self.latency_jitter_s = latency_s, latency_jitter_s
         self.answer_fn, self.fault_fn = answer_fn, fault_fn
-        self._bucket = _TokenBucket(*token_bucket) if token_bucket else None
+        self._bucket = TokenBucket(*token_bucket) if token_bucket else None
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._faults: deque[Fault] = deque()

@@ -249,6 +249,27 @@ def test_non_json_fault(server: JevServer, client: httpx.Client) -> None:
     assert server.successful == 0
 
 
+def test_trickle_fault_sends_the_answer_a_byte_at_a_time(
+    server: JevServer, client: httpx.Client
+) -> None:
+    server.push(Fault(kind="trickle", delay_s=0.05))
+    with client.stream("POST", "/v1/systemone", json=request_body({"q1": NOUL})) as response:
+        started = time.perf_counter()
+        chunks = [chunk for chunk, _ in zip(response.iter_raw(), range(4), strict=False)]
+        elapsed = time.perf_counter() - started
+    assert response.status_code == 200 and all(len(c) == 1 for c in chunks)
+    assert b"".join(chunks) == b'{"mo'
+    assert elapsed >= 0.1  # at least three 0.05 s gaps between the four bytes
+
+
+def test_truncated_fault(server: JevServer, client: httpx.Client) -> None:
+    server.push(Fault(kind="truncated"))
+    cut, whole = post(client), post(client)
+    assert cut.status_code == 200 and cut.headers["content-type"] == "application/json"
+    assert whole.text.replace(" ", "").startswith(cut.text.replace(" ", ""))
+    assert 0 < len(cut.content) < len(whole.content) and server.successful == 1
+
+
 def test_missing_and_extra_answer(server: JevServer, client: httpx.Client) -> None:
     server.push(Fault(kind="missing_answer"), Fault(kind="extra_answer"))
     assert len(post(client).json()["answers"]) == 2
