@@ -37,6 +37,7 @@ from ragbatch.run.job import (
     DEFAULT_DATASET,
     DEFAULT_OUT,
     DEFAULT_PRICING,
+    PRICING_NAME,
     JobConfig,
     run_job,
     write_bytes,
@@ -205,7 +206,11 @@ def run(
         ),
     ] = None,
     pricing: Annotated[
-        Path, typer.Option(help="Versioned pricing snapshot (JSON) used to price usage.")
+        Path,
+        typer.Option(
+            help="Versioned pricing snapshot (JSON) used to price usage.",
+            show_default=f"{PRICING_NAME} (bundled)",
+        ),
     ] = DEFAULT_PRICING,
     baseline: Annotated[
         str,

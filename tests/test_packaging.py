@@ -1,0 +1,67 @@
+"""Packaging: the default pricing snapshot ships as package data; an installed ragbatch runs
+from any directory (a real ``pip install`` into a fresh venv, then ``ragbatch run``)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ragbatch.run.config import DEFAULT_PRICING, PRICING_NAME
+
+ROOT = Path(__file__).resolve().parent.parent
+PRICING_BYTES = (ROOT / "pricing" / PRICING_NAME).read_bytes()
+
+
+def test_packaged_snapshot_is_the_versioned_one_byte_for_byte() -> None:
+    # pricing/ is the versioned source; the package's copy must never drift from it
+    assert DEFAULT_PRICING.is_absolute()
+    assert DEFAULT_PRICING.parent.parent == ROOT / "ragbatch"
+    assert DEFAULT_PRICING.read_bytes() == (ROOT / "pricing" / PRICING_NAME).read_bytes()
+
+
+def test_snapshot_is_declared_package_data() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "pricing/*.json" in project["tool"]["setuptools"]["package-data"]["ragbatch"]
+
+
+@pytest.mark.timeout(600)
+def test_fresh_venv_install_runs_from_another_directory(tmp_path: Path) -> None:
+    # the source is copied so the build writes nothing into the checkout (build/, egg-info)
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(
+        ROOT / "ragbatch", source / "ragbatch", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(source)],
+        capture_output=True,
+        text=True,
+    )
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    shutil.copy2(ROOT / "datasets" / "rag-fixture.jsonl", work / "rows.jsonl")
+    run = subprocess.run(
+        [str(venv / "bin" / "ragbatch"), "run", "rows.jsonl", "--out", "report.json", "--quiet"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={"PATH": str(venv / "bin"), "HOME": str(tmp_path)},
+    )
+    assert run.returncode == 0, run.stderr
+    report = orjson.loads((work / "report.json").read_bytes())
+    committed = orjson.loads(PRICING_BYTES)
+    assert report["pricing"]["version"] == committed["version"]
+    assert report["pricing"]["sha256"] == hashlib.sha256(PRICING_BYTES).hexdigest()
+    assert report["dataset"]["rows"] > 0
