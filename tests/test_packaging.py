@@ -3,7 +3,9 @@ from any directory (a real ``pip install`` into a fresh venv, then ``ragbatch ru
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +26,42 @@ def test_packaged_snapshot_is_the_versioned_one_byte_for_byte() -> None:
     assert DEFAULT_PRICING.is_absolute()
     assert DEFAULT_PRICING.parent.parent == ROOT / "ragbatch"
     assert DEFAULT_PRICING.read_bytes() == (ROOT / "pricing" / PRICING_NAME).read_bytes()
+
+
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+# import name -> the declared distribution that brings it
+DISTRIBUTION = {"yaml": "pyyaml", "pydantic_core": "pydantic", "markupsafe": "jinja2"}
+EXTRA_ONLY = {"report/charts.py"}  # modules that only lazy imports reach (the ``html`` extra)
+
+
+def names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=\[ ;]", r, maxsplit=1)[0] for r in requirements}
+
+
+def third_party_imports(top_level_only: bool) -> set[str]:
+    """The distributions the package's modules import (module level, or anywhere)."""
+    imported: set[str] = set()
+    for path in (ROOT / "ragbatch").rglob("*.py"):
+        if top_level_only and path.relative_to(ROOT / "ragbatch").as_posix() in EXTRA_ONLY:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body if top_level_only else ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    imported -= set(sys.stdlib_module_names) | {"ragbatch", "__future__"}
+    return {DISTRIBUTION.get(name, name) for name in imported}
+
+
+def test_every_third_party_import_is_declared() -> None:
+    required = names(PROJECT["dependencies"])
+    extras = set().union(*(names(group) for group in PROJECT["optional-dependencies"].values()))
+    assert third_party_imports(top_level_only=True) <= required
+    assert third_party_imports(top_level_only=False) <= required | extras
+    # imported lazily by the live progress display, never an extra: a plain dependency
+    assert "rich" in third_party_imports(top_level_only=False)
+    assert "rich" in required
 
 
 def test_snapshot_is_declared_package_data() -> None:
