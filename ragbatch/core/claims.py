@@ -2,7 +2,7 @@
 
 Claim extraction is a generation task, so it is not part of the Jev decision contract: a
 :class:`ClaimExtractor` supplies the claims (``provided``: the row's own; ``sentences``: a
-deterministic sentence split). Jev then answers one four-way ``choice`` per claim against the
+deterministic sentence split by pysbd, which knows abbreviations, decimals and ellipses). Jev then answers one four-way ``choice`` per claim against the
 evidence the state carries: in ``cited`` scope only the passages the claim cites (an uncited
 passage must not rescue a bad citation), in ``context`` scope every retrieved passage. Claims
 that share the same evidence share one request. A claim without citations in ``cited`` scope
@@ -15,10 +15,11 @@ contradicted, or any material (high or normal impact) claim is confidently unsup
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
+
+import pysbd
 
 from ragbatch.core.questions import CLAIM_PREFIX
 from ragbatch.core.schema import CLAIM_OPTIONS, Claim, Row
@@ -69,27 +70,31 @@ class ProvidedClaims:
         return list(row.claims or [])
 
 
-_SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+|$)")
-
-
 class SentenceClaims:
-    """One claim per sentence of the answer, offsets kept, no citations (deterministic)."""
+    """One claim per sentence of the answer, offsets kept, no citations (deterministic).
+
+    pysbd finds the boundaries ("1.5 %", "e.g.", "Dr." and "…" do not end a sentence); the
+    offsets are found here, by locating each sentence in the answer after the previous one,
+    so ``answer[start:end] == text`` holds whatever the splitter does with whitespace.
+    """
 
     name = "sentences"
 
+    def __init__(self) -> None:
+        self._segmenter = pysbd.Segmenter(language="en", clean=False)
+
     def extract(self, row: Row) -> list[Claim]:
         claims: list[Claim] = []
-        for match in _SENTENCE.finditer(row.answer):
-            text = match.group(0)
-            stripped = text.strip()
+        cursor = 0
+        for sentence in self._segmenter.segment(row.answer):
+            stripped = sentence.strip()
             if not stripped:
                 continue
-            start = match.start() + text.index(stripped)
-            claims.append(
-                Claim(
-                    id=f"s{len(claims) + 1}", text=stripped, start=start, end=start + len(stripped)
-                )
-            )
+            start = row.answer.find(stripped, cursor)
+            if start < 0:  # pysbd changed the text (it must not with clean=False): a bug
+                raise AssertionError(f"sentence {stripped!r} is not in the answer")
+            cursor = start + len(stripped)
+            claims.append(Claim(id=f"s{len(claims) + 1}", text=stripped, start=start, end=cursor))
         return claims
 
 
