@@ -73,9 +73,10 @@ class ProvidedClaims:
 class SentenceClaims:
     """One claim per sentence of the answer, offsets kept, no citations (deterministic).
 
-    pysbd finds the boundaries ("1.5 %", "e.g.", "Dr." and "…" do not end a sentence); the
-    offsets are found here, by locating each sentence in the answer after the previous one,
-    so ``answer[start:end] == text`` holds whatever the splitter does with whitespace.
+    pysbd finds where sentences start ("1.5 %", "e.g.", "Dr." and "…" do not end one); the
+    claims are the answer's own text between those starts, space trimmed, so
+    ``answer[start:end] == text`` always holds and no character of the answer is dropped
+    (pysbd leaves out trailing punctuation such as the "??" of "a. ??").
     """
 
     name = "sentences"
@@ -83,18 +84,32 @@ class SentenceClaims:
     def __init__(self) -> None:
         self._segmenter = pysbd.Segmenter(language="en", clean=False)
 
-    def extract(self, row: Row) -> list[Claim]:
-        claims: list[Claim] = []
+    def sentence_starts(self, answer: str) -> list[int]:
+        starts = [0]
         cursor = 0
-        for sentence in self._segmenter.segment(row.answer):
+        for sentence in self._segmenter.segment(answer):
             stripped = sentence.strip()
-            if not stripped:
+            found = answer.find(stripped, cursor) if stripped else -1
+            if found < 0:  # nothing to anchor on: the text stays with the sentence before
                 continue
-            start = row.answer.find(stripped, cursor)
-            if start < 0:  # pysbd changed the text (it must not with clean=False): a bug
-                raise AssertionError(f"sentence {stripped!r} is not in the answer")
-            cursor = start + len(stripped)
-            claims.append(Claim(id=f"s{len(claims) + 1}", text=stripped, start=start, end=cursor))
+            if found > starts[-1]:
+                starts.append(found)
+            cursor = found + len(stripped)
+        return starts
+
+    def extract(self, row: Row) -> list[Claim]:
+        answer = row.answer
+        starts = self.sentence_starts(answer)
+        claims: list[Claim] = []
+        for begin, end in zip(starts, [*starts[1:], len(answer)], strict=True):
+            piece = answer[begin:end]
+            text = piece.strip()
+            if not text:
+                continue
+            start = begin + piece.index(text)
+            claims.append(
+                Claim(id=f"s{len(claims) + 1}", text=text, start=start, end=start + len(text))
+            )
         return claims
 
 
