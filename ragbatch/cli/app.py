@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from ragbatch.cli.export import export_command
 from ragbatch.cli.tools import register
 from ragbatch.core.errors import (
     EXIT_INCOMPLETE,
@@ -359,6 +360,7 @@ def schema(
 
 
 register(app)
+app.command("export")(export_command)
 
 
 @app.callback()
