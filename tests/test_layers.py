@@ -187,6 +187,7 @@ RANKS = {
     "distributed": 6,
     "cli": 7,
     "testing": 7,
+    "pytest_plugin": 7,
     "__main__": 8,
     "": 9,
 }

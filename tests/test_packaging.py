@@ -31,7 +31,12 @@ def test_packaged_snapshot_is_the_versioned_one_byte_for_byte() -> None:
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 # import name -> the declared distribution that brings it
 DISTRIBUTION = {"yaml": "pyyaml", "pydantic_core": "pydantic", "markupsafe": "jinja2"}
-EXTRA_ONLY = {"report/charts.py"}  # modules that only lazy imports reach (the ``html`` extra)
+PYTEST11 = (
+    "from importlib.metadata import entry_points\n"
+    "for e in entry_points(group='pytest11'): print(f'{e.name}={e.value}')"
+)
+# modules that only lazy imports reach (the ``html`` extra), and the plugin only pytest loads
+EXTRA_ONLY = {"report/charts.py", "pytest_plugin.py"}
 
 
 def names(requirements: list[str]) -> set[str]:
@@ -103,3 +108,11 @@ def test_fresh_venv_install_runs_from_another_directory(tmp_path: Path) -> None:
     assert report["pricing"]["version"] == committed["version"]
     assert report["pricing"]["sha256"] == hashlib.sha256(PRICING_BYTES).hexdigest()
     assert report["dataset"]["rows"] > 0
+    # the pytest plugin is registered in the installed metadata
+    plugins = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", PYTEST11],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "ragbatch=ragbatch.pytest_plugin" in plugins.stdout.split()
