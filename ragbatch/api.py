@@ -181,10 +181,10 @@ def source_of(data: Any, options: RunOptions, stack: ExitStack) -> tuple[Source,
         options = replace(options, format="ragas")
     if options.format == "jsonl":
         return Source(None, MemoryRows(records, name)), options
-    if options.format != "ragas":
+    if options.format in ("csv", "golden-yaml"):
         raise ConfigError(
-            f"in-memory data is read as ragbatch rows or ragas samples, not format "
-            f"{options.format!r}: pass a path for that format"
+            f"format {options.format!r} is read from files: pass its path as data "
+            "(in memory: ragbatch rows, or records of a JSON format such as ragas)"
         )
     return spill(list(records), name, options, stack), options
 

@@ -162,6 +162,8 @@ def test_a_bad_dataframe_row_names_the_frame_and_the_row() -> None:
     with pytest.raises(DatasetError) as caught:
         ragbatch.evaluate(frame)
     assert str(caught.value).startswith("<DataFrame>:2: column 'retrieved_contexts'")
+    with pytest.raises(ConfigError, match="format 'csv' is read from files: pass its path"):
+        ragbatch.evaluate(frame, format="csv")
 
 
 def test_workers_need_a_path_and_views_are_written(tmp_path: Path) -> None:
