@@ -13,8 +13,9 @@ lines (camelCase JSON as written); a row names its trace by ``traceId`` and its 
   PASS) with ``traceId``, ``observationId``, ``name``, ``value``, ``dataType``, ``comment``
   -- the body of Langfuse's score creation.
 
-Rows that cannot be placed (no trace or span id) or have no verdict (failed) are skipped and
-listed in :attr:`Export.skipped` with the reason, never dropped silently.
+Rows that cannot be placed (no trace or span id) or have no verdict (Jev failed on them) are
+skipped and listed in :attr:`Export.skipped` with the reason, never dropped silently. Where
+the fallback judge failed (e.g. no recorded baseline), Jev's own diagnosis is the verdict.
 """
 
 from __future__ import annotations
@@ -38,21 +39,35 @@ class Export:
 
 
 def verdict_of(row: Mapping[str, Any]) -> tuple[str, float, str] | None:
-    """The row's final (label, confidence, judge), or None when it has no verdict."""
-    cascade = row.get("cascade") or {}
-    if row.get("status") != "ok" or cascade.get("status") != "ok":
+    """The row's final (label, confidence, judge), or None when Jev gave no verdict.
+
+    The cascade's verdict when it has one; else (the fallback judge failed, e.g. a row with
+    no recorded baseline) Jev's own diagnosis, ``JUDGE_UNCERTAIN`` included.
+    """
+    if row.get("status") != "ok":
         return None
+    cascade = row.get("cascade") or {}
     label, confidence = cascade.get("diagnosis"), cascade.get("confidence")
+    judge = str(cascade.get("source") or "jev")
+    if cascade.get("status") != "ok" or not isinstance(label, str):
+        label, confidence, judge = row.get("diagnosis"), row.get("confidence"), "jev"
     if not isinstance(label, str) or not isinstance(confidence, int | float):
         return None
-    return label, float(confidence), str(cascade.get("source") or "jev")
+    return label, float(confidence), judge
+
+
+def fallback_error(row: Mapping[str, Any]) -> str | None:
+    cascade = row.get("cascade") or {}
+    error = cascade.get("error") or {}
+    return str(error.get("kind")) if cascade.get("status") == "failed" and error else None
 
 
 def explanation_of(row: Mapping[str, Any], label: str, confidence: float, judge: str) -> str:
     jev = f"Jev: {row.get('diagnosis')} (confidence {row.get('confidence')}, route {row.get('route')})"
-    if judge == "jev":
-        return jev
-    return f"{jev}; the fallback judge decided {label} (confidence {confidence})"
+    if judge != "jev":
+        return f"{jev}; the fallback judge decided {label} (confidence {confidence})"
+    failed = fallback_error(row)
+    return f"{jev}; the fallback judge gave no verdict ({failed})" if failed else jev
 
 
 def metadata_of(row: Mapping[str, Any], judge: str) -> dict[str, Any]:
@@ -65,6 +80,7 @@ def metadata_of(row: Mapping[str, Any], judge: str) -> dict[str, Any]:
         "jev_confidence": row.get("confidence"),
         "model": row.get("model"),
         "decision": row.get("decisionId"),
+        "fallback_error": fallback_error(row),
     }
     for part in ("retrieval", "generation"):
         if row.get(part):

@@ -183,3 +183,33 @@ def test_export_is_pure_and_keeps_input_order() -> None:
     done = export_rows(rows, "langfuse")
     assert [s["traceId"] for s in done.records] == ["t3", "t3", "t1", "t1", "t2", "t2"]
     assert done.skipped == []
+
+
+def test_a_failed_fallback_leaves_jevs_own_diagnosis() -> None:
+    row = {
+        "id": "t",
+        "traceId": "trace",
+        "spans": {"root": "root-span"},
+        "status": "ok",
+        "diagnosis": "JUDGE_UNCERTAIN",
+        "confidence": 0.5,
+        "route": "fallback",
+        "cascade": {"status": "failed", "error": {"kind": "no-baseline", "message": "m"}},
+    }
+    (annotation,) = export_rows([row], "phoenix").records
+    assert annotation["label"] == "JUDGE_UNCERTAIN" and annotation["score"] == 0.0
+    assert annotation["explanation"] == (
+        "Jev: JUDGE_UNCERTAIN (confidence 0.5, route fallback); the fallback judge gave no "
+        "verdict (no-baseline)"
+    )
+    assert annotation["metadata"] == {
+        "row_id": "t",
+        "route": "fallback",
+        "judge": "jev",
+        "jev_diagnosis": "JUDGE_UNCERTAIN",
+        "jev_confidence": 0.5,
+        "fallback_error": "no-baseline",
+        "confidence": 0.5,
+    }
+    failed = {**row, "status": "failed", "diagnosis": None, "confidence": None}
+    assert export_rows([failed], "langfuse").skipped == [("t", "no verdict (the row failed)")]
