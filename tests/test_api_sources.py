@@ -21,7 +21,7 @@ from ragbatch.api import API_OPTIONS, COLUMNS, check_options
 from ragbatch.cli.app import app
 from ragbatch.core.errors import ConfigError, DatasetError
 from ragbatch.report.models import RowResult
-from ragbatch.run.options import ENVIRONMENT, OPTION_NAMES, RunOptions
+from ragbatch.run.options import ENVIRONMENT, OPTION_NAMES, RunOptions, job_config
 from ragbatch.testing import JevServer
 from ragbatch.testing.jev_server import Fault
 
@@ -71,7 +71,9 @@ def test_the_options_are_the_run_commands_parameters_with_its_defaults() -> None
 @pytest.mark.parametrize("name", sorted(set(OPTION_NAMES) - {"dataset"}))
 def test_every_cli_option_is_accepted_by_name(name: str) -> None:
     default = dataclasses.fields(RunOptions)[OPTION_NAMES.index(name)].default
-    assert getattr(check_options({name: default}), name) == default
+    options = check_options({name: default})
+    assert getattr(options, name) == default
+    job_config(options)  # and the job is built from it
 
 
 def test_an_unknown_option_is_a_clear_error_listing_the_valid_ones() -> None:
