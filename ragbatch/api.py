@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, replace
 from os import PathLike
@@ -34,7 +34,7 @@ from ragbatch.core.schema import GenerationJudgments, RetrievalJudgments, Row
 from ragbatch.data.formats import Reader, open_dataset
 from ragbatch.data.jsonl import SeenIds, describe
 from ragbatch.report.models import Report, RowResult
-from ragbatch.run.config import JobConfig, RowSource
+from ragbatch.run.config import JobConfig, JobResult, RowSource
 from ragbatch.run.job import evaluate_async as _evaluate_job
 from ragbatch.run.options import ENVIRONMENT, OPTION_NAMES, PATH_OPTIONS, RunOptions, job_config
 from ragbatch.run.views import write_views
@@ -251,19 +251,18 @@ def table_row(result: RowResult) -> dict[str, Any]:
     return row
 
 
-async def evaluate_async(data: Any, **options: Any) -> Evaluation:
-    """Evaluate inside a running event loop (Jupyter: ``await ragbatch.evaluate_async(...)``)."""
+JobRunner = Callable[[JobConfig, int], Awaitable[JobResult]]
+
+
+async def _evaluate(data: Any, options: Mapping[str, Any], run: JobRunner) -> Evaluation:
     checked = check_options(options)
     with ExitStack() as stack:
         source, checked = source_of(data, checked, stack)
         config = job_config(replace(checked, dataset=source.dataset or checked.dataset))
         config = replace(config, source=source.rows)
-        if checked.workers > 1:
-            if source.rows is not None:
-                raise ConfigError("workers > 1 needs the data as a file path")
-            result = await anyio.to_thread.run_sync(run_workers, config, checked.workers)
-        else:
-            result = await _evaluate_job(config)
+        if checked.workers > 1 and source.rows is not None:
+            raise ConfigError("workers > 1 needs the data as a file path")
+        result = await run(config, checked.workers)
         if checked.markdown is not None or checked.html is not None:
             rows: Iterable[Row] = source.rows if source.rows is not None else reread(config)
             write_views(result.report, rows, checked.markdown, checked.html)
@@ -280,10 +279,26 @@ def reread(config: JobConfig) -> Iterable[Row]:
     )
 
 
+async def evaluate_async(data: Any, **options: Any) -> Evaluation:
+    """Evaluate inside a running event loop (Jupyter: ``await ragbatch.evaluate_async(...)``)."""
+
+    async def in_loop(config: JobConfig, workers: int) -> JobResult:
+        if workers > 1:  # the worker processes' signal handling needs the main thread
+            raise ConfigError("workers > 1 needs ragbatch.evaluate(), not evaluate_async()")
+        return await _evaluate_job(config)
+
+    return await _evaluate(data, options, in_loop)
+
+
 def evaluate(data: Any, **options: Any) -> Evaluation:
     """Evaluate ``data`` with ``ragbatch run``'s options; see the module docstring."""
-    run: Callable[[], Any] = lambda: evaluate_async(data, **options)  # noqa: E731
-    evaluation: Evaluation = anyio.run(run)
+
+    async def job_or_workers(config: JobConfig, workers: int) -> JobResult:
+        if workers > 1:  # blocks this (the main) thread, as `ragbatch run --workers` does
+            return run_workers(config, workers)
+        return await _evaluate_job(config)
+
+    evaluation: Evaluation = anyio.run(_evaluate, data, options, job_or_workers)
     return evaluation
 
 

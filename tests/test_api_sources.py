@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anyio
 import orjson
 import pandas
 import pytest
@@ -171,6 +172,10 @@ def test_a_bad_dataframe_row_names_the_frame_and_the_row() -> None:
 def test_workers_need_a_path_and_views_are_written(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="workers > 1 needs the data as a file path"):
         ragbatch.evaluate(fixture_rows(), workers=2)
+    with pytest.raises(ConfigError, match=r"workers > 1 needs ragbatch.evaluate\(\)"):
+        anyio.run(lambda: ragbatch.evaluate_async(FIXTURE, workers=2))
+    in_processes = ragbatch.evaluate(FIXTURE, workers=2)
+    assert in_processes.report == ragbatch.evaluate(str(FIXTURE)).report
     result = ragbatch.evaluate(
         fixture_rows(), markdown=str(tmp_path / "r.md"), out=str(tmp_path / "r.json")
     )
