@@ -1,6 +1,7 @@
 """ragbatch: evaluate RAG systems at scale with TypeSafe's Jev decision model.
 
-``ragbatch.evaluate(rows, **options)`` returns the typed report (see ``ragbatch.api``);
+``ragbatch.evaluate(data, **options)`` (the CLI's options by name) returns the typed report
+and per-row results (see ``ragbatch.api``);
 the command line is ``ragbatch run``.
 """
 

@@ -1,33 +1,51 @@
-"""The Python API for notebooks: evaluate rows in memory, get the typed report back (I/O).
+"""The Python API for notebooks: evaluate data in memory or on disk, get the verdicts back (I/O).
 
     import ragbatch
-    report = ragbatch.evaluate([{"id": "r1", "question": ..., "contexts": [...], ...}])
-    report.modes.jev_only.classification.accuracy
+    result = ragbatch.evaluate(df, fail_threshold=0.1, concurrency=8)
+    result.report.modes.jev_only.classification.accuracy
+    result.to_pandas()  # one row per input row
 
-Options are the fields of :class:`ragbatch.run.job.JobConfig` (the same as ``ragbatch run``).
+``data`` is a list of dicts (ragbatch rows, or ragas samples), a pandas DataFrame (ragbatch or
+ragas column names), a Hugging Face ``datasets.Dataset``, or a path (read in ``format``).
+``options`` are exactly ``ragbatch run``'s options in snake_case
+(:data:`~ragbatch.run.options.OPTION_NAMES`, ``dataset`` aside: that is ``data``), with the
+same defaults and environment variables, except that nothing is written unless asked
+(``out=None``) and no progress is shown (``quiet=True``). pandas and datasets are extras.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import closing
-from dataclasses import fields, replace
+import os
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, closing
+from dataclasses import dataclass, replace
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 import anyio
 import orjson
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from ragbatch.core.errors import DatasetError
-from ragbatch.core.policy import Thresholds, routing_of
-from ragbatch.core.schema import Row
+from ragbatch.core.errors import ConfigError, DatasetError
+from ragbatch.core.schema import GenerationJudgments, RetrievalJudgments, Row
+from ragbatch.data.formats import Reader, open_dataset
 from ragbatch.data.jsonl import SeenIds, describe
-from ragbatch.report.models import Report
-from ragbatch.run.job import JobConfig
+from ragbatch.report.models import Report, RowResult
+from ragbatch.run.config import JobConfig, JobResult, RowSource
 from ragbatch.run.job import evaluate_async as _evaluate_job
+from ragbatch.run.options import ENVIRONMENT, OPTION_NAMES, PATH_OPTIONS, RunOptions, job_config
+from ragbatch.run.views import write_views
+from ragbatch.run.workers import run_workers
+
+API_OPTIONS: tuple[str, ...] = tuple(name for name in OPTION_NAMES if name != "dataset")
+API_DEFAULTS: dict[str, Any] = {"out": None, "quiet": True}
+# Column names that only ragas uses (v0.2, and v0.1's ground_truth).
+RAGAS_ONLY = frozenset(
+    {"user_input", "retrieved_contexts", "response", "reference", "ground_truth"}
+)
 
 
 class MemoryRows:
@@ -44,6 +62,8 @@ class MemoryRows:
         return self._digest.hexdigest()
 
     def __iter__(self) -> Iterator[Row]:
+        self.rows = 0
+        self._digest = hashlib.sha256()
         with closing(SeenIds()) as ids:
             for number, item in enumerate(self._rows, start=1):
                 try:
@@ -65,25 +85,221 @@ class MemoryRows:
             raise DatasetError(self.name, 0, "no rows given")
 
 
-# Options that name files: a notebook passes plain strings ("rows.jsonl"), the job wants Paths.
-PATH_OPTIONS = frozenset(f.name for f in fields(JobConfig) if "Path" in str(f.type))
+class NamedRows:
+    """A file reader shown under another name (a DataFrame spilled to a temporary file)."""
+
+    def __init__(self, reader: Reader, name: str) -> None:
+        self._reader = reader
+        self.name = name
+        self.rows = 0
+
+    @property
+    def sha256(self) -> str:
+        return self._reader.sha256
+
+    def __iter__(self) -> Iterator[Row]:
+        self.rows = 0
+        try:
+            for row in self._reader:
+                self.rows += 1
+                yield row
+        except DatasetError as error:
+            raise DatasetError(self.name, error.line, error.detail) from None
 
 
-async def evaluate_async(rows: Iterable[Row | Mapping[str, Any]], **options: Any) -> Report:
-    """Evaluate rows inside a running event loop (Jupyter: ``await ragbatch.evaluate_async(...)``)."""
-    options.setdefault("out", None)
-    if "routing" in options:  # the CLI's --routing: how the thresholds walk the precedence
-        thresholds = options.get("thresholds", Thresholds())
-        options["thresholds"] = replace(thresholds, routing=routing_of(options.pop("routing")))
-    options = {
+def check_options(options: Mapping[str, Any]) -> RunOptions:
+    """``ragbatch run``'s options by name, with the API's defaults and the environment."""
+    if "dataset" in options:
+        raise ConfigError("pass the data as the first argument of evaluate(), not dataset=")
+    unknown = sorted(set(options) - set(API_OPTIONS))
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) {', '.join(unknown)}; valid options (those of `ragbatch run`, "
+            f"in snake_case): {', '.join(API_OPTIONS)}"
+        )
+    given = {**API_DEFAULTS, **options}
+    for name, variable in ENVIRONMENT.items():
+        if name not in given and os.environ.get(variable):
+            given[name] = os.environ[variable]
+    converted: dict[str, Any] = {
         name: Path(value) if name in PATH_OPTIONS and isinstance(value, str | PathLike) else value
-        for name, value in options.items()
+        for name, value in given.items()
     }
-    config = replace(JobConfig(), **options, source=MemoryRows(rows))
-    return (await _evaluate_job(config)).report
+    return RunOptions(**converted)
 
 
-def evaluate(rows: Iterable[Row | Mapping[str, Any]], **options: Any) -> Report:
-    """Evaluate rows and return the typed report (runs its own event loop)."""
-    report: Report = anyio.run(lambda: evaluate_async(rows, **options))
-    return report
+def records_of(data: Any) -> tuple[list[dict[str, Any]], str] | None:
+    """A DataFrame's or a Hugging Face Dataset's rows as JSON objects (nulls left out)."""
+    module = type(data).__module__.split(".")[0]
+    if module == "datasets" and hasattr(data, "to_pandas"):
+        frame, name = data.to_pandas(), "<Dataset>"
+    elif module == "pandas" and hasattr(data, "to_json"):
+        frame, name = data, "<DataFrame>"
+    else:
+        return None
+    lines = frame.to_json(orient="records", lines=True, force_ascii=False, date_format="iso")
+    records = [orjson.loads(line) for line in lines.splitlines() if line.strip()]
+    return [{k: v for k, v in r.items() if v is not None} for r in records], name
+
+
+def is_ragas(records: list[Any]) -> bool:
+    """Columns only ragas uses, or contexts given as plain strings (ragas v0.1)."""
+    first = records[0] if records and isinstance(records[0], Mapping) else None
+    if first is None:
+        return False
+    contexts = first.get("contexts")
+    return bool(RAGAS_ONLY & set(first)) or (
+        isinstance(contexts, list) and bool(contexts) and isinstance(contexts[0], str)
+    )
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the rows come from: a path (the job reads it) or a row source in memory."""
+
+    dataset: Path | None
+    rows: RowSource | None
+
+
+def spill(
+    records: list[dict[str, Any]], name: str, options: RunOptions, stack: ExitStack
+) -> Source:
+    """Records in a non-native format go through that format's reader, from a temporary file."""
+    folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ragbatch-api-")))
+    path = folder / "rows.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r, default=str) + b"\n" for r in records))
+    reader = open_dataset(path, options.format, ignore_unknown_fields=options.ignore_unknown_fields)
+    return Source(None, NamedRows(reader, name))
+
+
+def source_of(data: Any, options: RunOptions, stack: ExitStack) -> tuple[Source, RunOptions]:
+    if isinstance(data, str | PathLike):
+        return Source(Path(data), None), options
+    found = records_of(data)
+    records, name = found if found is not None else (data, "<memory>")
+    if options.format == "jsonl" and isinstance(records, list) and is_ragas(records):
+        options = replace(options, format="ragas")
+    if options.format == "jsonl":
+        return Source(None, MemoryRows(records, name)), options
+    if options.format in ("csv", "golden-yaml"):
+        raise ConfigError(
+            f"format {options.format!r} is read from files: pass its path as data "
+            "(in memory: ragbatch rows, or records of a JSON format such as ragas)"
+        )
+    return spill(list(records), name, options, stack), options
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What :func:`evaluate` returns: the typed report, and per-row results as a DataFrame."""
+
+    report: Report
+    rows_out: Path | None = None
+
+    def row_results(self) -> list[RowResult]:
+        """Every row's result, in input order (from the report, else from ``rows_out``)."""
+        if self.report.rows_omitted is None:
+            return list(self.report.rows)
+        if self.rows_out is None:
+            raise ConfigError(
+                f"the report kept no rows ({self.report.rows_omitted.reason}): evaluate with "
+                "max_report_rows=None, or rows_out='rows.jsonl' to stream them"
+            )
+        results = []
+        for line in self.rows_out.read_bytes().splitlines():
+            data = orjson.loads(line)
+            data.pop("question", None)
+            results.append(RowResult.model_validate(data))
+        return results
+
+    def to_pandas(self) -> Any:
+        """One row per input row: id, status, error kind, diagnosis, confidence, route, trace
+        id, the cascade's diagnosis and every judgment probability (``None``: not asked)."""
+        try:
+            import pandas
+        except ImportError:
+            raise ConfigError("to_pandas() needs pandas: pip install 'ragbatch[pandas]'") from None
+        return pandas.DataFrame([table_row(r) for r in self.row_results()], columns=COLUMNS)
+
+
+def judgment_columns(prefix: str, model: type[BaseModel]) -> list[str]:
+    return [f"{prefix}_{name}" for name in model.model_fields]
+
+
+COLUMNS: list[str] = [
+    "id", "status", "error_kind", "diagnosis", "confidence", "route", "trace_id",
+    "cascade_diagnosis",
+    *judgment_columns("retrieval", RetrievalJudgments),
+    *judgment_columns("generation", GenerationJudgments),
+]  # fmt: skip
+
+
+def table_row(result: RowResult) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": result.id,
+        "status": result.status,
+        "error_kind": result.error.kind if result.error else None,
+        "diagnosis": result.diagnosis,
+        "confidence": result.confidence,
+        "route": result.route,
+        "trace_id": result.trace_id,
+        "cascade_diagnosis": result.cascade.diagnosis,
+    }
+    for prefix, judgments in (("retrieval", result.retrieval), ("generation", result.generation)):
+        if judgments is not None:
+            row.update({f"{prefix}_{k}": v for k, v in judgments.model_dump().items()})
+    return row
+
+
+JobRunner = Callable[[JobConfig, int], Awaitable[JobResult]]
+
+
+async def _evaluate(data: Any, options: Mapping[str, Any], run: JobRunner) -> Evaluation:
+    checked = check_options(options)
+    with ExitStack() as stack:
+        source, checked = source_of(data, checked, stack)
+        config = job_config(replace(checked, dataset=source.dataset or checked.dataset))
+        config = replace(config, source=source.rows)
+        if checked.workers > 1 and source.rows is not None:
+            raise ConfigError("workers > 1 needs the data as a file path")
+        result = await run(config, checked.workers)
+        if checked.markdown is not None or checked.html is not None:
+            rows: Iterable[Row] = source.rows if source.rows is not None else reread(config)
+            write_views(result.report, rows, checked.markdown, checked.html)
+    return Evaluation(result.report, checked.rows_out)
+
+
+def reread(config: JobConfig) -> Iterable[Row]:
+    return open_dataset(
+        config.dataset,
+        config.format,
+        mapping=config.mapping,
+        outputs=config.outputs,
+        ignore_unknown_fields=config.ignore_unknown_fields,
+    )
+
+
+async def evaluate_async(data: Any, **options: Any) -> Evaluation:
+    """Evaluate inside a running event loop (Jupyter: ``await ragbatch.evaluate_async(...)``)."""
+
+    async def in_loop(config: JobConfig, workers: int) -> JobResult:
+        if workers > 1:  # the worker processes' signal handling needs the main thread
+            raise ConfigError("workers > 1 needs ragbatch.evaluate(), not evaluate_async()")
+        return await _evaluate_job(config)
+
+    return await _evaluate(data, options, in_loop)
+
+
+def evaluate(data: Any, **options: Any) -> Evaluation:
+    """Evaluate ``data`` with ``ragbatch run``'s options; see the module docstring."""
+
+    async def job_or_workers(config: JobConfig, workers: int) -> JobResult:
+        if workers > 1:  # blocks this (the main) thread, as `ragbatch run --workers` does
+            return run_workers(config, workers)
+        return await _evaluate_job(config)
+
+    evaluation: Evaluation = anyio.run(_evaluate, data, options, job_or_workers)
+    return evaluation
+
+
+__all__ = ["API_OPTIONS", "Evaluation", "MemoryRows", "evaluate", "evaluate_async"]

@@ -35,7 +35,7 @@ def test_evaluate_matches_the_cli_report() -> None:
         orjson.loads(line)
         for line in (ROOT / "datasets/rag-fixture.jsonl").read_bytes().splitlines()
     ]
-    report = ragbatch.evaluate(rows, pricing=ROOT / "pricing/typesafe-2026-12.json")
+    report = ragbatch.evaluate(rows, pricing=ROOT / "pricing/typesafe-2026-12.json").report
     golden = orjson.loads((ROOT / "reports/expected-report.json").read_bytes())
     assert (
         report.model_dump(mode="json", by_alias=True, exclude_none=True)["modes"] == golden["modes"]
@@ -60,7 +60,9 @@ def test_file_options_take_plain_strings_and_the_row_limit_applies(tmp_path: Pat
     ]
     pricing = str(ROOT / "pricing/typesafe-2026-12.json")
     streamed = tmp_path / "rows.jsonl"
-    report = ragbatch.evaluate(rows, pricing=pricing, rows_out=str(streamed), max_report_rows=5)
-    assert report.rows == [] and report.rows_omitted is not None
+    result = ragbatch.evaluate(rows, pricing=pricing, rows_out=str(streamed), max_report_rows=5)
+    assert result.report.rows == [] and result.report.rows_omitted is not None
     assert len(streamed.read_bytes().splitlines()) == 48
-    assert len(ragbatch.evaluate(rows, pricing=pricing, max_report_rows=None).rows) == 48
+    # the rows the report left out are read back from rows_out, in input order
+    assert [r.id for r in result.row_results()] == [r["id"] for r in rows]
+    assert len(ragbatch.evaluate(rows, pricing=pricing, max_report_rows=None).report.rows) == 48

@@ -9,6 +9,8 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ragbatch.cli.app import app
@@ -106,6 +108,51 @@ def test_sentence_extractor_keeps_offsets_and_has_no_citations() -> None:
     assert [c.text for c in claims] == [f"Fact number {i} is true." for i in range(3)]
     for claim in claims:
         assert row.answer[claim.start or 0 : claim.end] == claim.text and claim.citations == []
+
+
+SPLIT_CASES = [
+    (
+        "The limit is at most 1.5 % (e.g. …). Dr. Smith agreed.",
+        ["The limit is at most 1.5 % (e.g. …).", "Dr. Smith agreed."],
+    ),
+    ("Costs $3.50 each. See fig. 2 for details.", ["Costs $3.50 each.", "See fig. 2 for details."]),
+    ("Yes. Yes.  Yes", ["Yes.", "Yes.", "Yes"]),
+    ("  Lead space. Why?! \nNew line", ["Lead space.", "Why?!", "New line"]),
+    ("", []),
+]
+
+
+@pytest.mark.parametrize(("answer", "expected"), SPLIT_CASES)
+def test_sentence_extractor_splits_on_sentences_not_on_every_dot(
+    answer: str, expected: list[str]
+) -> None:
+    row = Row.model_validate({"id": "r", "question": "q", "contexts": [], "answer": answer})
+    claims = SentenceClaims().extract(row)
+    assert [c.text for c in claims] == expected
+    assert [c.id for c in claims] == [f"s{i}" for i in range(1, len(expected) + 1)]
+    for claim in claims:
+        assert answer[claim.start or 0 : claim.end] == claim.text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["Dr.", "Smith", "1.5", "%", "e.g.", "…", "(", ")", "?", "!", ".", "a b"]),
+        max_size=20,
+    ).map(" ".join)
+    | st.text(alphabet="ab .!?\n…", max_size=40)
+)
+def test_sentence_offsets_are_exact_ordered_and_cover_the_answer(answer: str) -> None:
+    row = Row.model_validate({"id": "r", "question": "q", "contexts": [], "answer": answer})
+    claims = SentenceClaims().extract(row)
+    end = 0
+    for claim in claims:
+        assert claim.start is not None and claim.end is not None
+        assert answer[claim.start : claim.end] == claim.text == claim.text.strip() != ""
+        assert claim.start >= end
+        assert answer[end : claim.start].strip() == ""  # nothing but space is left out
+        end = claim.end
+    assert answer[end:].strip() == ""
 
 
 def test_veto_fires_on_one_bad_claim_among_ten_good_ones() -> None:

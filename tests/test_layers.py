@@ -35,6 +35,7 @@ PURE = [
     "ragbatch.report.text",
     "ragbatch.report.tables",
     "ragbatch.report.markdown",
+    "ragbatch.report.export",
     "ragbatch.providers",
     "ragbatch.providers.mock",
     "ragbatch.providers.baseline",
@@ -186,6 +187,7 @@ RANKS = {
     "distributed": 6,
     "cli": 7,
     "testing": 7,
+    "pytest_plugin": 7,
     "__main__": 8,
     "": 9,
 }

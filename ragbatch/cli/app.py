@@ -8,43 +8,43 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from ragbatch.cli.export import export_command
 from ragbatch.cli.tools import register
 from ragbatch.cli.usage import OneLineErrors
 from ragbatch.core.errors import (
     EXIT_INCOMPLETE,
     EXIT_OK,
     EXIT_ROW_FAILURES,
-    ConfigError,
     Interrupted,
     RagbatchError,
 )
-from ragbatch.core.policy import Thresholds, routing_of
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
+from ragbatch.core.schema import Row
 from ragbatch.data.formats import open_dataset
 from ragbatch.data.output import check_output
-from ragbatch.metrics.ranking import DEFAULT_KS
-from ragbatch.providers.cache import CacheMode
 from ragbatch.providers.jev import DEFAULT_BASE_URL
-from ragbatch.report.html import report_html, require_html_extra
-from ragbatch.report.markdown import report_markdown
-from ragbatch.report.models import Report, report_schema
+from ragbatch.report.html import require_html_extra
+from ragbatch.report.models import report_schema
 from ragbatch.report.text import run_text, summary_text
 from ragbatch.run.job import (
     DEFAULT_CACHE,
     DEFAULT_DATASET,
     DEFAULT_OUT,
     DEFAULT_PRICING,
+    PRICING_NAME,
     JobConfig,
     run_job,
     write_bytes,
 )
-from ragbatch.run.shards import parse_shard
+from ragbatch.run.options import RunOptions, job_config
 from ragbatch.run.stop import StopWatch
+from ragbatch.run.views import write_views
 from ragbatch.run.workers import run_workers
 
 app = typer.Typer(
@@ -63,40 +63,17 @@ def fail(error: RagbatchError) -> typer.Exit:
     return typer.Exit(error.exit_code)
 
 
-def write_views(
-    report: Report, config: JobConfig, markdown: Path | None, html: Path | None
-) -> None:
-    """The human views of a report: Markdown for a PR, one self-contained HTML page.
-
-    The HTML shows questions and answers (claim spans highlighted); neither is in the report,
-    so the dataset is read again (in the run's format).
-    """
-    if markdown is not None:
-        write_bytes(markdown, report_markdown(report).encode())
-    if html is not None:
-        rows = open_dataset(
-            config.dataset,
-            config.format,
-            mapping=config.mapping,
-            outputs=config.outputs,
-            ignore_unknown_fields=config.ignore_unknown_fields,
-        )
-        texts = {row.id: (row.question, row.answer) for row in rows}
-        questions = {key: question for key, (question, _) in texts.items()}
-        answers = {key: answer for key, (_, answer) in texts.items()}
-        write_bytes(html, report_html(report, answers, questions).encode())
-
-
-def cache_mode(*, offline: bool, refresh: bool, no_cache: bool) -> CacheMode:
-    chosen = [name for name, on in (("--offline", offline), ("--refresh", refresh),
-                                    ("--no-cache", no_cache)) if on]  # fmt: skip
-    if len(chosen) > 1:
-        raise ConfigError(f"{' and '.join(chosen)} cannot be used together")
-    if offline:
-        return "offline"
-    if refresh:
-        return "refresh"
-    return "off" if no_cache else "use"
+def dataset_rows(config: JobConfig, html: Path | None) -> Iterable[Row]:
+    """The run's rows read again, in its format (only the HTML view needs them)."""
+    if html is None:
+        return ()
+    return open_dataset(
+        config.dataset,
+        config.format,
+        mapping=config.mapping,
+        outputs=config.outputs,
+        ignore_unknown_fields=config.ignore_unknown_fields,
+    )
 
 
 @app.command()
@@ -235,7 +212,11 @@ def run(
         ),
     ] = None,
     pricing: Annotated[
-        Path, typer.Option(help="Versioned pricing snapshot (JSON) used to price usage.")
+        Path,
+        typer.Option(
+            help="Versioned pricing snapshot (JSON) used to price usage.",
+            show_default=f"{PRICING_NAME} (bundled)",
+        ),
     ] = DEFAULT_PRICING,
     baseline: Annotated[
         str,
@@ -346,68 +327,10 @@ def run(
     report; rerun with more to resume from the cache); 130/143 stopped by SIGINT/SIGTERM
     (nothing written; rerun to resume from the cache).
     """
+    params = dict(locals())
+    options = RunOptions(**params)  # every parameter, by name: a new one must be added there
     try:
-        if routing is not None and policy is not None:
-            raise ConfigError(
-                "--routing and --policy cannot be used together: the policy file "
-                "names its own routing (see `ragbatch calibrate --routing`)"
-            )
-        given = [flag for flag, value in (("--fail-threshold", fail_threshold),
-                 ("--pass-threshold", pass_threshold)) if value is not None]  # fmt: skip
-        if given and policy is not None:
-            raise ConfigError(
-                f"{', '.join(given)} and --policy cannot be used together: the policy file "
-                "sets its own thresholds (refit them with `ragbatch calibrate`)"
-            )
-        default = Thresholds()
-        fail_at = default.fail if fail_threshold is None else fail_threshold
-        pass_at = default.pass_ if pass_threshold is None else pass_threshold
-        config = JobConfig(
-            base_url=base_url,
-            allow_insecure_http=allow_insecure_http,
-            api_key=api_key,
-            cache_dir=cache_dir,
-            cache_mode=cache_mode(offline=offline, refresh=refresh, no_cache=no_cache),
-            attempt_timeout_s=timeout,
-            row_deadline_s=row_deadline,
-            max_retries=max_retries,
-            max_rps=max_rps,
-            max_tokens_per_s=max_tokens_per_s,
-            max_request_tokens=max_request_tokens,
-            max_state_question_tokens=max_state_question_tokens,
-            adaptive=adaptive,
-            max_error_rate=max_error_rate,
-            error_budget_rows=error_budget_rows,
-            groundedness=groundedness,
-            claim_evidence=claim_evidence,
-            claim_extractor=claim_extractor,
-            slice_by=tuple(slice_by or ()),
-            shard=parse_shard(shard) if shard else None,
-            partial_out=partial_out,
-            max_cost=max_cost,
-            format=format,
-            mapping=mapping,
-            outputs=outputs,
-            policy=policy,
-            judge_base_url=judge_base_url,
-            judge_model=judge_model,
-            judge_api_key=judge_api_key,
-            rows_out=rows_out,
-            max_report_rows=max_report_rows,
-            progress="none" if quiet else "auto",
-            progress_interval=progress_interval,
-            ks=tuple(sorted(set(k))) if k else DEFAULT_KS,
-            dataset=dataset,
-            out=out,
-            provider=provider,
-            model=model,
-            concurrency=concurrency,
-            thresholds=Thresholds(fail_at, pass_at, routing=routing_of(routing)),
-            pricing=pricing,
-            baseline=baseline,
-            ignore_unknown_fields=ignore_unknown_fields,
-            run_record=run_record,
-        )
+        config = job_config(options)
         for option, view in (("--markdown", markdown), ("--html", html)):
             if view is not None:
                 check_output(view, option)
@@ -415,8 +338,6 @@ def run(
             require_html_extra()  # before the first row, not after the whole run
         warn = lambda text: typer.echo(f"warning: {text}", err=True)  # noqa: E731
         if workers > 1:
-            if config.shard is not None:
-                raise ConfigError("--workers and --shard cannot be used together")
             result = run_workers(config, workers, warn)
         else:
             result = run_job(config, warn=warn, stop=StopWatch())
@@ -425,7 +346,7 @@ def run(
     except KeyboardInterrupt:  # SIGINT outside the run's own handling (start-up, a second one)
         raise fail(Interrupted("interrupted by SIGINT", signal.SIGINT)) from None
     try:
-        write_views(result.report, config, markdown, html)
+        write_views(result.report, dataset_rows(config, html), markdown, html)
     except RagbatchError as error:
         raise fail(error) from None
     if not quiet:
@@ -469,6 +390,7 @@ def schema(
 
 
 register(app)
+app.command("export")(export_command)
 
 
 @app.callback()

@@ -48,6 +48,7 @@ from ragbatch.run.job import (
     DEFAULT_CACHE,
     DEFAULT_DATASET,
     DEFAULT_PRICING,
+    PRICING_NAME,
     JobConfig,
     load_pricing,
     make_claims,
@@ -182,7 +183,9 @@ def estimate_command(
         str | None, typer.Option(envvar="TYPESAFE_DEFAULT_MODEL", help="Model to price.")
     ] = None,
     cache_dir: Annotated[Path, typer.Option(help="Reply cache to subtract.")] = DEFAULT_CACHE,
-    pricing: Annotated[Path, typer.Option(help="Pricing snapshot.")] = DEFAULT_PRICING,
+    pricing: Annotated[
+        Path, typer.Option(help="Pricing snapshot.", show_default=f"{PRICING_NAME} (bundled)")
+    ] = DEFAULT_PRICING,
     groundedness: Annotated[str, typer.Option(help="basic or claims (as for run).")] = "basic",
     claim_evidence: Annotated[str, typer.Option(help="cited or context.")] = "cited",
     claim_extractor: Annotated[str, typer.Option(help="provided or sentences.")] = "provided",

@@ -2,7 +2,7 @@
 
 Claim extraction is a generation task, so it is not part of the Jev decision contract: a
 :class:`ClaimExtractor` supplies the claims (``provided``: the row's own; ``sentences``: a
-deterministic sentence split). Jev then answers one four-way ``choice`` per claim against the
+deterministic sentence split by pysbd, which knows abbreviations, decimals and ellipses). Jev then answers one four-way ``choice`` per claim against the
 evidence the state carries: in ``cited`` scope only the passages the claim cites (an uncited
 passage must not rescue a bad citation), in ``context`` scope every retrieved passage. Claims
 that share the same evidence share one request. A claim without citations in ``cited`` scope
@@ -15,10 +15,11 @@ contradicted, or any material (high or normal impact) claim is confidently unsup
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
+
+import pysbd
 
 from ragbatch.core.questions import CLAIM_PREFIX
 from ragbatch.core.schema import CLAIM_OPTIONS, Claim, Row
@@ -69,26 +70,45 @@ class ProvidedClaims:
         return list(row.claims or [])
 
 
-_SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+|$)")
-
-
 class SentenceClaims:
-    """One claim per sentence of the answer, offsets kept, no citations (deterministic)."""
+    """One claim per sentence of the answer, offsets kept, no citations (deterministic).
+
+    pysbd finds where sentences start ("1.5 %", "e.g.", "Dr." and "…" do not end one); the
+    claims are the answer's own text between those starts, space trimmed, so
+    ``answer[start:end] == text`` always holds and no character of the answer is dropped
+    (pysbd leaves out trailing punctuation such as the "??" of "a. ??").
+    """
 
     name = "sentences"
 
-    def extract(self, row: Row) -> list[Claim]:
-        claims: list[Claim] = []
-        for match in _SENTENCE.finditer(row.answer):
-            text = match.group(0)
-            stripped = text.strip()
-            if not stripped:
+    def __init__(self) -> None:
+        self._segmenter = pysbd.Segmenter(language="en", clean=False)
+
+    def sentence_starts(self, answer: str) -> list[int]:
+        starts = [0]
+        cursor = 0
+        for sentence in self._segmenter.segment(answer):
+            stripped = sentence.strip()
+            found = answer.find(stripped, cursor) if stripped else -1
+            if found < 0:  # nothing to anchor on: the text stays with the sentence before
                 continue
-            start = match.start() + text.index(stripped)
+            if found > starts[-1]:
+                starts.append(found)
+            cursor = found + len(stripped)
+        return starts
+
+    def extract(self, row: Row) -> list[Claim]:
+        answer = row.answer
+        starts = self.sentence_starts(answer)
+        claims: list[Claim] = []
+        for begin, end in zip(starts, [*starts[1:], len(answer)], strict=True):
+            piece = answer[begin:end]
+            text = piece.strip()
+            if not text:
+                continue
+            start = begin + piece.index(text)
             claims.append(
-                Claim(
-                    id=f"s{len(claims) + 1}", text=stripped, start=start, end=start + len(stripped)
-                )
+                Claim(id=f"s{len(claims) + 1}", text=text, start=start, end=start + len(text))
             )
         return claims
 

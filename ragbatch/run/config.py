@@ -20,7 +20,10 @@ from ragbatch.report.models import Report
 
 DEFAULT_DATASET = Path("datasets/rag-fixture.jsonl")
 DEFAULT_OUT = Path("reports/report.json")
-DEFAULT_PRICING = Path("pricing/typesafe-2026-12.json")
+# The default snapshot ships inside the package (a copy of the repository's versioned
+# pricing/typesafe-2026-12.json, checked byte-identical by a test), so a run works anywhere.
+PRICING_NAME = "typesafe-2026-12.json"
+DEFAULT_PRICING = Path(__file__).resolve().parents[1] / "pricing" / PRICING_NAME
 DEFAULT_CACHE = Path("cache")
 
 __all__ = [
@@ -28,6 +31,7 @@ __all__ = [
     "DEFAULT_DATASET",
     "DEFAULT_OUT",
     "DEFAULT_PRICING",
+    "PRICING_NAME",
     "JobConfig",
     "JobResult",
     "RowSource",

@@ -245,7 +245,7 @@ def test_the_python_api_takes_allow_insecure_http(jev_server: JevServer, tmp_pat
     with pytest.raises(ConfigError, match="is plain http:// to 2130706433"):
         ragbatch.evaluate(ROWS, **options)
     assert jev_server.requests_total == 0
-    report = ragbatch.evaluate(ROWS, **options, allow_insecure_http=True)
+    report = ragbatch.evaluate(ROWS, **options, allow_insecure_http=True).report
     assert report.modes.jev_only.failures.count == 0 and jev_server.successful == 48
 
 

@@ -1,0 +1,99 @@
+"""A pytest plugin (entry point ``pytest11``): gate RAG quality in a project's own test suite.
+
+    def test_rag_quality(ragbatch_gate):
+        ragbatch_gate("reports/report.json", baseline="reports/main.json")
+
+The ``ragbatch_gate`` fixture runs ``ragbatch gate`` (the same rules, paired tests and
+Markdown) on a report against a baseline, fails the test with the gate's Markdown when a rule
+regressed, and returns the :class:`~ragbatch.compare.gate.GateResult` when it passed. Reports
+are paths, parsed report JSON, typed :class:`~ragbatch.report.models.Report` objects or what
+``ragbatch.evaluate`` returns. Loaded into every pytest run where ragbatch is installed, so
+it imports nothing heavy until the fixture is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from ragbatch.compare.gate import GateResult, Rule
+
+ReportLike = str | PathLike[str] | Mapping[str, Any] | Any
+Gate = Callable[..., "GateResult"]
+
+
+def report_data(report: ReportLike, what: str) -> Mapping[str, Any]:
+    """A report as parsed JSON, whatever form it was given in; pytest.fail if unreadable."""
+    import orjson
+
+    from ragbatch.report.models import Report
+
+    report = getattr(report, "report", report)  # ragbatch.evaluate()'s result
+    if isinstance(report, Report):
+        data: Any = orjson.loads(report.model_dump_json(by_alias=True, exclude_none=True))
+    elif isinstance(report, str | PathLike):
+        path, problem = Path(report), None
+        try:
+            data = orjson.loads(path.read_bytes())
+        except OSError as exc:
+            problem = f"cannot read {what} {path}: {exc.strerror}"
+        except orjson.JSONDecodeError as exc:
+            problem = f"{what} {path} is not valid JSON ({exc})"
+        if problem is not None:  # failed outside the handler: no chained traceback
+            pytest.fail(f"ragbatch_gate: {problem}", pytrace=False)
+    else:
+        data = report
+    if not isinstance(data, Mapping) or "modes" not in data or "rows" not in data:
+        pytest.fail(f"ragbatch_gate: the {what} is not a ragbatch report", pytrace=False)
+    return data
+
+
+def run_gate(
+    current: ReportLike,
+    baseline: ReportLike,
+    rules: Sequence[Rule | Mapping[str, Any]] | str | PathLike[str] = (),
+    *,
+    defaults: bool = True,
+    alpha: float = 0.05,
+) -> GateResult:
+    """``ragbatch gate CURRENT --baseline BASELINE``; the test fails on a regression."""
+    import orjson
+
+    from ragbatch.compare.gate import Rule, gate, gate_markdown, parse_rules
+    from ragbatch.core.errors import RagbatchError
+
+    problem: str | None = None
+    try:
+        items: Any = (
+            orjson.loads(Path(rules).read_bytes()) if isinstance(rules, str | PathLike) else rules
+        )
+        if isinstance(items, Mapping):  # a rules file's {"rules": [...]}
+            given = parse_rules(items)
+        else:
+            given = [r for r in items if isinstance(r, Rule)]
+            given += parse_rules([r for r in items if not isinstance(r, Rule)])
+        result = gate(
+            report_data(current, "report"),
+            report_data(baseline, "baseline"),
+            given,
+            defaults=defaults,
+            alpha=alpha,
+        )
+    except (RagbatchError, OSError, orjson.JSONDecodeError) as error:
+        problem = str(error)
+    if problem is not None:  # failed outside the handler: no chained traceback
+        pytest.fail(f"ragbatch_gate: {problem}", pytrace=False)
+    if not result.passed:
+        pytest.fail(gate_markdown(result), pytrace=False)
+    return result
+
+
+@pytest.fixture
+def ragbatch_gate() -> Gate:
+    """``ragbatch_gate(current, baseline=..., rules=(), defaults=True, alpha=0.05)``."""
+    return run_gate
