@@ -200,7 +200,11 @@ def estimate_command(
         snapshot = load_pricing(pricing)
         claims = make_claims(config)
         chosen = model or (DEFAULT_MODEL if provider == "jev" else MOCK_MODEL)
-        cache = ReplyCache(cache_dir) if provider == "jev" and cache_dir.exists() else None
+        cache = (
+            ReplyCache(cache_dir, read_only=True)
+            if provider == "jev" and cache_dir.exists()
+            else None
+        )
         reader = DatasetReader(dataset, ignore_unknown_fields=ignore_unknown_fields)
         result = estimate_run(reader, chosen, ENDPOINT, snapshot, cache, claims)
         if cache is not None:

@@ -15,17 +15,28 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import diskcache
 import orjson
 from pydantic import ValidationError
 
-from ragbatch.core.errors import CacheError, ProviderError
+from ragbatch.core.errors import ProviderError
 from ragbatch.core.provider import Call, Provider, Reply
 from ragbatch.core.wire import parse_reply, request_key
+from ragbatch.providers.cache_store import ReplyCache, UnreadableEntry, open_store
+
+__all__ = [
+    "FORMAT",
+    "CacheMode",
+    "CacheStats",
+    "CachedProvider",
+    "ReplyCache",
+    "decode_entry",
+    "encode_entry",
+    "entry_body",
+    "open_store",
+]
 
 FORMAT = 1
 CacheMode = Literal["use", "offline", "refresh", "off"]
@@ -80,19 +91,6 @@ def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
     return reply
 
 
-# Far above any real cache: diskcache must never evict an entry to fit.
-SIZE_LIMIT = 2**40
-
-
-def open_store(directory: Path) -> diskcache.Cache:
-    """The diskcache store of a cache directory (created if missing); CacheError if it cannot
-    be opened."""
-    try:
-        return diskcache.Cache(str(directory), size_limit=SIZE_LIMIT)
-    except Exception as exc:  # diskcache raises sqlite3/OSError variants
-        raise CacheError(f"cannot open cache directory {directory}: {exc}") from None
-
-
 @dataclass
 class CacheStats:
     hits: int = 0
@@ -102,33 +100,6 @@ class CacheStats:
     deduplicated: int = 0
     saved_input_tokens: int = 0
     saved_models: dict[str, int] = field(default_factory=dict)
-
-
-class ReplyCache:
-    """A directory of cached replies keyed by content address."""
-
-    def __init__(self, directory: str | Path) -> None:
-        self.directory = Path(directory)
-        self._store = open_store(self.directory)
-
-    def get(self, key: str) -> bytes | None:
-        value = self._store.get(key)
-        return value if isinstance(value, bytes) else None
-
-    def put(self, key: str, value: bytes) -> None:
-        self._store.set(key, value)
-
-    def delete(self, key: str) -> None:
-        self._store.delete(key)
-
-    def keys(self) -> list[str]:
-        return [k for k in self._store.iterkeys() if isinstance(k, str)]
-
-    def __len__(self) -> int:
-        return len(self._store)
-
-    def close(self) -> None:
-        self._store.close()
 
 
 class CachedProvider:
@@ -156,14 +127,20 @@ class CachedProvider:
             return None
         # A read is a fast indexed SQLite lookup: done inline (a thread hop per row would
         # halve warm-replay throughput). Writes, which may wait on the WAL, go to a thread.
-        data = self.cache.get(key)
+        try:
+            data = self.cache.get(key)
+        except UnreadableEntry as exc:
+            self.stats.corrupt += 1
+            self.warnings.append(str(exc))
+            return None
         if data is None:
             return None
         try:
             return decode_entry(data, call, key)
         except (ValueError, ValidationError, ProviderError) as exc:
             self.stats.corrupt += 1
-            self.warnings.append(f"corrupt cache entry {key[:12]}… dropped ({exc})")
+            done = "ignored (read-only)" if self.cache.read_only else "dropped"
+            self.warnings.append(f"corrupt cache entry {key[:12]}… {done} ({exc})")
             self.cache.delete(key)
             return None
 

@@ -57,6 +57,14 @@ def spend_limit(config: JobConfig, pricing: PricingSnapshot) -> SpendLimit | Non
     return SpendLimit(config.max_cost, pricing)
 
 
+def open_cache(config: JobConfig) -> ReplyCache | None:
+    """The run's reply cache: none with ``--cache off``; read-only with ``--offline`` (a replay
+    never changes a byte of the cache directory)."""
+    if config.cache_mode == "off":
+        return None
+    return ReplyCache(config.cache_dir, read_only=config.cache_mode == "offline")
+
+
 def make_provider(
     config: JobConfig, pricing: PricingSnapshot
 ) -> tuple[Provider, CachedProvider | None, list[str]]:
@@ -94,7 +102,7 @@ def make_provider(
     inner: Provider = (
         OfflineJev(model) if config.cache_mode == "offline" else JevProvider(settings, limiter)
     )
-    cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
+    cache = open_cache(config)
     if limit is not None:
         inner = BudgetedProvider(inner, limit)
     cached = CachedProvider(inner, cache, config.cache_mode)
@@ -164,7 +172,7 @@ def make_baseline(config: JobConfig) -> BaselineJudge:
         if not config.judge_api_key and config.cache_mode != "offline":
             raise ConfigError(f"--baseline llm needs a key: set {API_KEY_ENV}")
         limiter = RateLimiter(config.concurrency, max_rps=config.max_rps)
-        cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
+        cache = open_cache(config)
         return LlmJudge(
             config.judge_base_url,
             config.judge_api_key or "",
