@@ -89,11 +89,12 @@ def merge_caches(sources: Sequence[Path], target: Path) -> MergeStats:
         for source in sources:
             with _open_source(Path(source)) as store:
                 pending: list[tuple[str, bytes]] = []
-                keys = store.keys()
-                for key in keys:
+                for key, value in store.entries():
                     read += 1
-                    value = store.get(key)
-                    if value is None or not is_valid_entry(key, value):
+                    if not isinstance(key, str) or value is None:
+                        corrupt += 1
+                        continue
+                    if not is_valid_entry(key, value):
                         corrupt += 1
                         continue
                     if key in out and is_valid_entry(key, out.get(key)):

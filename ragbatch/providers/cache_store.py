@@ -23,6 +23,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import diskcache
@@ -175,6 +176,29 @@ class ReplyCache:
             return [k for (k,) in rows if isinstance(k, str)]
         except (sqlite3.Error, diskcache.Timeout) as exc:
             raise store_error(self.directory, exc) from None
+
+    def entries(self) -> Iterator[tuple[object, bytes | None]]:
+        """Every stored (key, value) in storage order, read-only stores only (read in chunks);
+        a key that is not a str (or a value not stored as bytes) comes as it is (or None), for
+        the caller to skip."""
+        after = 0
+        while self._con is not None:
+            try:
+                with self._lock:
+                    rows = self._con.execute(
+                        "SELECT rowid, key, raw, mode, filename, value FROM Cache"
+                        " WHERE rowid > ? ORDER BY rowid LIMIT 1000",
+                        (after,),
+                    ).fetchall()
+            except sqlite3.Error as exc:
+                raise store_error(self.directory, exc) from None
+            if not rows:
+                return
+            for after, key, raw, mode, filename, value in rows:  # noqa: B007 (resumes after it)
+                yield (key if raw else None), read_value(self.directory, mode, filename, value)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
 
     def __len__(self) -> int:
         try:
