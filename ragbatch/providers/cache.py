@@ -7,8 +7,11 @@ with a checksum. Only validated successful replies are stored. An entry that doe
 fails its checksum or no longer matches the request is reported, dropped and fetched again.
 
 diskcache keeps its index in SQLite, so several processes may share one directory.
-:class:`CachedProvider` also sends identical requests that are in flight at the same time
-only once.
+:class:`CachedProvider` sends identical requests that are in flight at the same time only
+once, within a process and across processes sharing the directory: before sending, it takes
+the key's lease (:mod:`ragbatch.providers.cache_lease`); a process that finds the lease held
+waits, then answers from the entry the holder stored (or, when the holder failed or died,
+takes the lease over and sends the request itself).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ __all__ = [
 ]
 
 FORMAT = 1
+# Waiting for another process's lease: the first poll, and the longest gap between polls.
+POLL_FIRST_S, POLL_MAX_S = 0.01, 0.1
 CacheMode = Literal["use", "offline", "refresh", "off"]
 
 
@@ -144,6 +149,13 @@ class CachedProvider:
             self.cache.delete(key)
             return None
 
+    def _hit(self, hit: Reply) -> Reply:
+        self.stats.hits += 1
+        self.stats.saved_input_tokens += hit.usage.input_tokens
+        models = self.stats.saved_models
+        models[hit.model] = models.get(hit.model, 0) + hit.usage.input_tokens
+        return hit.model_copy(update={"cached": True})
+
     async def fetch_answers(self, call: Call) -> Reply:
         if self.cache is None or self.mode == "off":
             return await self.inner.fetch_answers(call)
@@ -153,27 +165,47 @@ class CachedProvider:
             await pending.wait()
         trusted = self.mode != "refresh" or key in self._refreshed
         if trusted and (hit := self._lookup(key, call)) is not None:
-            self.stats.hits += 1
-            self.stats.saved_input_tokens += hit.usage.input_tokens
-            models = self.stats.saved_models
-            models[hit.model] = models.get(hit.model, 0) + hit.usage.input_tokens
-            return hit.model_copy(update={"cached": True})
+            return self._hit(hit)
         if self.mode == "offline":
             raise ProviderError(
                 f"no cached reply for this request (cache key {key[:16]}…) and --offline is set",
                 kind="cache-miss",
             )
-        self.stats.misses += 1
         done = self._in_flight[key] = anyio.Event()
         try:
-            reply = await self.inner.fetch_answers(call)
-            await anyio.to_thread.run_sync(self.cache.put, key, encode_entry(reply, key))
+            if (hit := await self._claim(self.cache, key, call)) is not None:
+                return self._hit(hit)
+            self.stats.misses += 1
+            try:
+                reply = await self.inner.fetch_answers(call)
+                await anyio.to_thread.run_sync(self.cache.put, key, encode_entry(reply, key))
+            finally:  # stored (or failed): a process waiting for this key may go on
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self.cache.release_lease, key)
             self.stats.writes += 1
             self._refreshed.add(key)
             return reply
         finally:
             del self._in_flight[key]
             done.set()
+
+    async def _claim(self, cache: ReplyCache, key: str, call: Call) -> Reply | None:
+        """Take the cross-process lease of ``key``, waiting while another process holds it;
+        the reply that process stored, if any, instead of the lease (then nothing is sent)."""
+        delay, waited = POLL_FIRST_S, False
+        while not await anyio.to_thread.run_sync(cache.acquire_lease, key):
+            if not waited:
+                self.stats.deduplicated += 1
+                waited = True
+            await anyio.sleep(delay)
+            delay = min(2 * delay, POLL_MAX_S)
+        if self.mode == "refresh" and not waited:
+            return None  # the entry there predates this run: refresh does not trust it
+        # The holder before us stores its reply before it lets the lease go.
+        hit = self._lookup(key, call)
+        if hit is not None:
+            await anyio.to_thread.run_sync(cache.release_lease, key)
+        return hit
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -29,6 +29,7 @@ from pathlib import Path
 import diskcache
 
 from ragbatch.core.errors import CacheError
+from ragbatch.providers.cache_lease import Leases
 
 # Far above any real cache: diskcache must never evict an entry to fit.
 SIZE_LIMIT = 2**40
@@ -107,9 +108,13 @@ class ReplyCache:
     :meth:`delete` does nothing. Every SQLite failure comes out as a CacheError.
     """
 
-    def __init__(self, directory: str | Path, *, read_only: bool = False) -> None:
+    def __init__(
+        self, directory: str | Path, *, read_only: bool = False, lease_s: float = 330.0
+    ) -> None:
         self.directory = Path(directory)
         self.read_only = read_only
+        self.lease_s = lease_s
+        self._leases: Leases | None = None
         self._lock = threading.Lock()
         self._store: diskcache.Cache | None = None
         self._con: sqlite3.Connection | None = None
@@ -148,6 +153,27 @@ class ReplyCache:
                 (key, time.time()),
             ).fetchone()
         return None if row is None else read_value(self.directory, *row)
+
+    def acquire_lease(self, key: str) -> bool:
+        """Take the cross-process lease of ``key`` (see :mod:`ragbatch.providers.cache_lease`):
+        True when this cache object holds it now, False while another live process does."""
+        if self._store is None:
+            raise CacheError(f"cache directory {self.directory} is open read-only")
+        try:
+            with self._lock:  # called from several threads at once: one Leases object
+                if self._leases is None:
+                    self._leases = Leases(self.db_path, self.lease_s)
+            return self._leases.acquire(key)
+        except sqlite3.Error as exc:
+            raise store_error(self.directory, exc) from None
+
+    def release_lease(self, key: str) -> None:
+        """Let the lease of ``key`` go, once its reply is stored (or its call failed)."""
+        try:
+            if self._leases is not None:
+                self._leases.release(key)
+        except sqlite3.Error as exc:
+            raise store_error(self.directory, exc) from None
 
     def put(self, key: str, value: bytes) -> None:
         if self._store is None:
@@ -214,6 +240,9 @@ class ReplyCache:
 
     def close(self) -> None:
         try:
+            if self._leases is not None:
+                self._leases.close()
+                self._leases = None
             if self._store is not None:
                 self._store.close()
             if self._con is not None:

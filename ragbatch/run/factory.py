@@ -62,7 +62,12 @@ def open_cache(config: JobConfig) -> ReplyCache | None:
     never changes a byte of the cache directory)."""
     if config.cache_mode == "off":
         return None
-    return ReplyCache(config.cache_dir, read_only=config.cache_mode == "offline")
+    # A lease outlives the longest call its holder can make (then it is taken over).
+    return ReplyCache(
+        config.cache_dir,
+        read_only=config.cache_mode == "offline",
+        lease_s=config.row_deadline_s + 30,
+    )
 
 
 def make_provider(
