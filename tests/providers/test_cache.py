@@ -450,7 +450,5 @@ def test_two_processes_share_one_cache_directory_and_never_pay_twice(
     cache.close()
     # Two identical runs at once: every distinct request is paid for once (leases).
     assert server.requests_total == server.successful == 48
-    reports = [
-        without_latency(orjson.loads((tmp_path / f"r{i}.json").read_bytes())) for i in range(2)
-    ]
-    assert reports[0] == reports[1]
+    # Each row was fetched by one run and read from the cache by the other: same bytes.
+    assert (tmp_path / "r0.json").read_bytes() == (tmp_path / "r1.json").read_bytes()

@@ -109,6 +109,10 @@ def test_damaged_pages_end_cleanly_and_repair(
     if offline_damaged or offline.exit_code == 3:
         assert verified.exit_code == 2, verified.output
 
+    args = ("--provider", "jev", "--model", RELEASE, "--cache-dir", str(cache))
+    estimate = cli("estimate", str(DATASET), *args, "--pricing", str(PRICING))
+    assert_clean_outcome(estimate, cache, {0})
+
     live = run(cache, tmp_path / "live.json", "--base-url", recorder.base_url)
     if assert_clean_outcome(live, cache, {0}):
         assert cli("cache", "verify", str(cache)).exit_code == 2
