@@ -239,13 +239,19 @@ class ReplyCache:
             raise store_error(self.directory, exc) from None
 
     def close(self) -> None:
-        try:
-            if self._leases is not None:
-                self._leases.close()
-                self._leases = None
-            if self._store is not None:
-                self._store.close()
-            if self._con is not None:
-                self._con.close()
-        except sqlite3.Error as exc:
-            raise store_error(self.directory, exc) from None
+        """Let this object's leases go and close every connection (all of them, even when
+        one fails: the first failure is raised afterwards)."""
+        leases, self._leases = self._leases, None
+        failure: sqlite3.Error | None = None
+        for close in (
+            leases.close if leases is not None else None,
+            self._store.close if self._store is not None else None,
+            self._con.close if self._con is not None else None,
+        ):
+            try:
+                if close is not None:
+                    close()
+            except sqlite3.Error as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise store_error(self.directory, failure) from None
