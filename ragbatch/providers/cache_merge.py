@@ -27,7 +27,7 @@ import diskcache
 
 from ragbatch.core.errors import CacheError, ConfigError
 from ragbatch.providers.cache import entry_body
-from ragbatch.providers.cache_store import ReplyCache, open_store
+from ragbatch.providers.cache_store import SQLITE_FAILURES, ReplyCache, open_store, store_error
 
 # Entries written per SQLite transaction (one commit per entry is ~10x slower).
 _BATCH = 1000
@@ -69,9 +69,12 @@ def _open_source(directory: Path) -> Iterator[ReplyCache]:
 
 @contextmanager
 def _open_target(directory: Path) -> Iterator[diskcache.Cache]:
+    """The target, read-write; a SQLite failure while merging is a CacheError (damaged)."""
     store = open_store(directory)
     try:
         yield store
+    except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
+        raise store_error(directory, exc) from None
     finally:
         store.close()
 

@@ -39,24 +39,33 @@ REPAIR_HINT = "move it aside or run `ragbatch cache verify --repair`"
 _MODE_RAW, _MODE_BINARY = 1, 2
 
 
+# What SQLite raises on a damaged file: its errors, and UnicodeDecodeError when damage made
+# a TEXT column or its own error message invalid UTF-8.
+SQLITE_FAILURES = (sqlite3.Error, UnicodeDecodeError)
+# SQLite's messages for a cache that is fine but cannot be used right now.
+_NOT_DAMAGE = ("locked", "busy", "unable to open", "readonly", "disk I/O", "permission", "full")
+
+
 class UnreadableEntry(CacheError):
     """SQLite could not read one entry; it was dropped, so the request is fetched again."""
 
 
-def is_damage(exc: sqlite3.Error) -> bool:
+def is_damage(exc: BaseException) -> bool:
     """Whether a SQLite error means a damaged file (not a lock or a missing permission)."""
-    if isinstance(exc, sqlite3.OperationalError):
-        return "no such" in str(exc) or "malformed" in str(exc)
+    if isinstance(exc, UnicodeDecodeError):
+        return True  # even SQLite's message was damaged
+    if isinstance(exc, sqlite3.OperationalError):  # a damaged schema, table or column, or
+        return not any(sign in str(exc) for sign in _NOT_DAMAGE)  # one of these conditions
     return isinstance(exc, sqlite3.DatabaseError)
 
 
-def damaged(directory: Path, exc: BaseException) -> CacheError:
+def damaged(directory: Path, exc: BaseException | str) -> CacheError:
     """The error a run stops with when the cache directory is damaged (exit 2)."""
     return CacheError(f"cache directory is damaged: {directory}: {exc} ({REPAIR_HINT})")
 
 
-def store_error(directory: Path, exc: sqlite3.Error | diskcache.Timeout) -> CacheError:
-    if isinstance(exc, sqlite3.Error) and is_damage(exc):
+def store_error(directory: Path, exc: BaseException) -> CacheError:
+    if is_damage(exc):
         return damaged(directory, exc)
     return CacheError(f"cannot use cache directory {directory}: {exc}")
 
@@ -66,10 +75,21 @@ def open_store(directory: Path) -> diskcache.Cache:
     be opened."""
     try:
         return diskcache.Cache(str(directory), size_limit=SIZE_LIMIT)
-    except sqlite3.Error as exc:
+    except SQLITE_FAILURES as exc:
         raise store_error(directory, exc) from None
-    except Exception as exc:  # diskcache raises OSError variants and its Timeout
+    except (OSError, diskcache.Timeout) as exc:
         raise CacheError(f"cannot open cache directory {directory}: {exc}") from None
+    except Exception as exc:  # diskcache trips over settings that damage changed
+        raise damaged(directory, f"its settings cannot be read ({exc})") from None
+
+
+def _text(data: bytes) -> str | bytes:
+    """A TEXT column as str, or its bytes when damage made it invalid UTF-8 (a key that is
+    not a str is then a corrupt entry, not a failed query)."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return data
 
 
 def connect_read_only(directory: Path) -> sqlite3.Connection | None:
@@ -82,8 +102,9 @@ def connect_read_only(directory: Path) -> sqlite3.Connection | None:
     uri = f"{path.resolve().as_uri()}?{flag}"
     try:
         con = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=60)
+        con.text_factory = _text
         con.execute("SELECT count(*) FROM Settings").fetchone()
-    except sqlite3.Error as exc:
+    except SQLITE_FAILURES as exc:
         raise store_error(directory, exc) from None
     return con
 
@@ -135,8 +156,8 @@ class ReplyCache:
                 value = self._store.get(key)
                 return value if isinstance(value, bytes) else None
             return self._get_read_only(key)
-        except (sqlite3.Error, diskcache.Timeout) as exc:
-            if self._store is None or not isinstance(exc, sqlite3.Error) or not is_damage(exc):
+        except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
+            if self._store is None or not is_damage(exc):
                 raise store_error(self.directory, exc) from None
             self.delete(key)  # raises "damaged" when even that fails
             raise UnreadableEntry(
@@ -164,7 +185,7 @@ class ReplyCache:
                 if self._leases is None:
                     self._leases = Leases(self.db_path, self.lease_s)
             return self._leases.acquire(key)
-        except sqlite3.Error as exc:
+        except SQLITE_FAILURES as exc:
             raise store_error(self.directory, exc) from None
 
     def release_lease(self, key: str) -> None:
@@ -172,7 +193,7 @@ class ReplyCache:
         try:
             if self._leases is not None:
                 self._leases.release(key)
-        except sqlite3.Error as exc:
+        except SQLITE_FAILURES as exc:
             raise store_error(self.directory, exc) from None
 
     def put(self, key: str, value: bytes) -> None:
@@ -180,7 +201,7 @@ class ReplyCache:
             raise CacheError(f"cache directory {self.directory} is open read-only")
         try:
             self._store.set(key, value)
-        except (sqlite3.Error, diskcache.Timeout) as exc:
+        except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
             raise store_error(self.directory, exc) from None
 
     def delete(self, key: str) -> None:
@@ -188,7 +209,7 @@ class ReplyCache:
             return  # read-only: a bad entry is ignored, never removed
         try:
             self._store.delete(key)
-        except (sqlite3.Error, diskcache.Timeout) as exc:
+        except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
             raise store_error(self.directory, exc) from None
 
     def keys(self) -> list[str]:
@@ -200,7 +221,7 @@ class ReplyCache:
             with self._lock:
                 rows = self._con.execute("SELECT key FROM Cache WHERE raw = 1").fetchall()
             return [k for (k,) in rows if isinstance(k, str)]
-        except (sqlite3.Error, diskcache.Timeout) as exc:
+        except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
             raise store_error(self.directory, exc) from None
 
     def entries(self) -> Iterator[tuple[object, bytes | None]]:
@@ -216,7 +237,7 @@ class ReplyCache:
                         " WHERE rowid > ? ORDER BY rowid LIMIT 1000",
                         (after,),
                     ).fetchall()
-            except sqlite3.Error as exc:
+            except SQLITE_FAILURES as exc:
                 raise store_error(self.directory, exc) from None
             if not rows:
                 return
@@ -235,14 +256,14 @@ class ReplyCache:
             with self._lock:
                 (count,) = self._con.execute("SELECT count(*) FROM Cache").fetchone()
             return int(count)
-        except (sqlite3.Error, diskcache.Timeout) as exc:
+        except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
             raise store_error(self.directory, exc) from None
 
     def close(self) -> None:
         """Let this object's leases go and close every connection (all of them, even when
         one fails: the first failure is raised afterwards)."""
         leases, self._leases = self._leases, None
-        failure: sqlite3.Error | None = None
+        failure: Exception | None = None
         for close in (
             leases.close if leases is not None else None,
             self._store.close if self._store is not None else None,
@@ -251,7 +272,7 @@ class ReplyCache:
             try:
                 if close is not None:
                     close()
-            except sqlite3.Error as exc:
+            except SQLITE_FAILURES as exc:
                 failure = failure or exc
         if failure is not None:
             raise store_error(self.directory, failure) from None

@@ -3,8 +3,8 @@
 :func:`verify_cache` opens ``cache.db`` read-only (it never changes a byte) and reads it row
 by row: an entry is ``ok`` (header, checksum and key check out, as for a cache hit),
 ``corrupt`` (readable, but not to be trusted: a run drops and refetches it) or ``unreadable``
-(SQLite cannot read the row: a damaged page). SQLite's own ``quick_check`` covers the indexes
-and free pages. When the table cannot be scanned from one end to the other, every rowid up to
+(SQLite cannot read the row: a damaged page). SQLite's own ``integrity_check`` covers the
+indexes (an index that lost a key hides an intact entry from a lookup) and free pages. When the table cannot be scanned from one end to the other, every rowid up to
 the highest one found is read on its own, so one damaged page costs only the rows on it.
 
 :func:`repair_cache` copies the ``ok`` entries into a new store beside the directory and
@@ -28,6 +28,8 @@ from ragbatch.core.errors import CacheError
 from ragbatch.providers.cache import entry_body
 from ragbatch.providers.cache_store import DB_NAME, connect_read_only, open_store, read_value
 
+# What reading a damaged row raises (a lock or permission problem is not caught).
+_DAMAGE = (sqlite3.DatabaseError, UnicodeDecodeError)
 # Entries written per SQLite transaction while rebuilding.
 _BATCH = 1000
 
@@ -70,7 +72,7 @@ def _rowids(con: sqlite3.Connection) -> tuple[list[int], bool]:
         for (rowid,) in con.execute("SELECT rowid FROM Cache ORDER BY rowid"):
             found.append(int(rowid))
         return found, True
-    except sqlite3.DatabaseError:
+    except _DAMAGE:
         pass
     highest = max(found, default=0)
     for query in (
@@ -80,7 +82,7 @@ def _rowids(con: sqlite3.Connection) -> tuple[list[int], bool]:
     ):
         try:
             (top,) = con.execute(query).fetchone()
-        except sqlite3.DatabaseError:
+        except _DAMAGE:
             continue
         highest = max(highest, int(top or 0))
     return list(range(1, highest + 1)), False
@@ -94,7 +96,7 @@ def _entries(directory: Path, con: sqlite3.Connection) -> Iterator[tuple[str, st
             row = con.execute(
                 "SELECT key, mode, filename, value FROM Cache WHERE rowid = ?", (rowid,)
             ).fetchone()
-        except sqlite3.DatabaseError:
+        except _DAMAGE:
             yield "unreadable", "", None
             continue
         if row is None:
@@ -108,8 +110,8 @@ def _entries(directory: Path, con: sqlite3.Connection) -> Iterator[tuple[str, st
 
 def _quick_check(con: sqlite3.Connection) -> str | None:
     try:
-        rows = [str(r[0]) for r in con.execute("PRAGMA quick_check(5)")]
-    except sqlite3.DatabaseError as exc:
+        rows = [str(r[0]) for r in con.execute("PRAGMA integrity_check(5)")]
+    except _DAMAGE as exc:
         return str(exc)
     return None if rows == ["ok"] else "; ".join(rows)
 

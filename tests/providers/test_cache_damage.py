@@ -167,3 +167,14 @@ def test_an_unreadable_row_is_dropped_when_it_can_be(tmp_path: Path) -> None:
         store.get(key)
     store.close()
     assert key not in ReplyCache(cache, read_only=True)
+
+
+@pytest.mark.parametrize("seed", range(TRIALS))
+def test_merge_from_or_into_a_damaged_cache_ends_cleanly(tmp_path: Path, seed: int) -> None:
+    source, target = tmp_path / "source", tmp_path / "target"
+    damage(ROOT / "cache", source, seed)
+    damage(ROOT / "cache", target, seed)
+    from_damaged = cli("cache", "merge", str(source), "--into", str(tmp_path / "fresh"))
+    assert_clean_outcome(from_damaged, source, {0})
+    into_damaged = cli("cache", "merge", str(ROOT / "cache"), "--into", str(target))
+    assert_clean_outcome(into_damaged, target, {0})
