@@ -15,11 +15,13 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from ragbatch.core.provider import Call
+from ragbatch.core.errors import ProviderError
+from ragbatch.core.provider import Call, Reply
 from ragbatch.core.questions import build_request
 from ragbatch.core.schema import Row
 from ragbatch.data.jsonl import DatasetReader
@@ -56,28 +58,58 @@ def write_lease(db: Path, key: str, *, host: str, pid: int, process: str, expire
         )
 
 
+def waiting(providers: list[CachedProvider]) -> int:
+    """How many times these providers waited for another one's lease."""
+    return sum(p.stats.deduplicated for p in providers)
+
+
+def held_until(
+    is_waiting: Callable[[], bool], fault: Fault | None = None
+) -> Callable[[int, dict[str, Any]], Fault | None]:
+    """A fault script that keeps the first request at the server until the second caller is
+    waiting for its lease (event-driven: no timing guess), then answers it (or ``fault``)."""
+
+    def script(index: int, body: dict[str, Any]) -> Fault | None:
+        deadline = time.monotonic() + 10
+        while index == 0 and not is_waiting() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return fault if index == 0 else None
+
+    return script
+
+
+async def race(a: CachedProvider, b: CachedProvider) -> dict[str, Reply | Exception]:
+    """``a`` and ``b`` fetch the same request at once; what each got."""
+    outcome: dict[str, Reply | Exception] = {}
+
+    async def fetch(name: str, cached: CachedProvider) -> None:
+        try:
+            outcome[name] = await cached.fetch_answers(call())
+        except ProviderError as exc:
+            outcome[name] = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(fetch, "a", a)
+        tg.start_soon(fetch, "b", b)
+    await a.aclose()
+    await b.aclose()
+    return outcome
+
+
 @pytest.mark.anyio
 async def test_two_cache_objects_on_one_directory_send_one_request(
     start_jev_server: StartServer, tmp_path: Path
 ) -> None:
-    server = start_jev_server(latency_s=0.3)
-    first, second = ReplyCache(tmp_path / "cache"), ReplyCache(tmp_path / "cache")
-    a, b = provider(server, first), provider(server, second)
-    replies = {}
-
-    async def fetch(name: str, cached: CachedProvider) -> None:
-        replies[name] = await cached.fetch_answers(call())
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(fetch, "a", a)
-        await anyio.sleep(0.05)  # a holds the lease and is waiting for the server
-        tg.start_soon(fetch, "b", b)
-    await a.aclose()
-    await b.aclose()
+    both: list[CachedProvider] = []
+    server = start_jev_server(fault_fn=held_until(lambda: waiting(both) > 0))
+    both += [provider(server, ReplyCache(tmp_path / "cache")) for _ in range(2)]
+    replies = await race(*both)
     assert server.requests_total == 1
-    assert replies["a"].answers == replies["b"].answers
-    assert not replies["a"].cached and replies["b"].cached
-    assert (b.stats.deduplicated, b.stats.hits, b.stats.misses) == (1, 1, 0)
+    fresh, cached = sorted(replies.values(), key=lambda r: isinstance(r, Reply) and r.cached)
+    assert isinstance(fresh, Reply) and isinstance(cached, Reply)
+    assert fresh.answers == cached.answers and not fresh.cached and cached.cached
+    stats = [(p.stats.deduplicated, p.stats.hits, p.stats.misses) for p in both]
+    assert sorted(stats) == [(0, 0, 1), (1, 1, 0)]
     with sqlite3.connect(tmp_path / "cache" / "cache.db") as con:
         assert con.execute("SELECT count(*) FROM RagbatchLease").fetchone() == (0,)
 
@@ -87,29 +119,14 @@ async def test_a_failed_holder_lets_the_waiter_send_it(
     start_jev_server: StartServer, tmp_path: Path
 ) -> None:
     """Errors are never cached: when the holder's call fails, the waiter sends its own."""
-    server = start_jev_server(
-        latency_s=0.2,
-        fault_fn=lambda i, body: Fault(kind="status", status=422, message="no") if i == 0 else None,
-    )
-    a = provider(server, ReplyCache(tmp_path / "cache"))
-    b = provider(server, ReplyCache(tmp_path / "cache"))
-    outcome: dict[str, object] = {}
-
-    async def fetch(name: str, cached: CachedProvider) -> None:
-        try:
-            outcome[name] = await cached.fetch_answers(call())
-        except Exception as exc:
-            outcome[name] = exc
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(fetch, "a", a)
-        await anyio.sleep(0.05)
-        tg.start_soon(fetch, "b", b)
-    await a.aclose()
-    await b.aclose()
-    assert isinstance(outcome["a"], Exception)
-    assert not isinstance(outcome["b"], Exception)
-    assert server.requests_total == 2 and b.stats.deduplicated == 1
+    both: list[CachedProvider] = []
+    refused = Fault(kind="status", status=422, message="no")
+    server = start_jev_server(fault_fn=held_until(lambda: waiting(both) > 0, refused))
+    both += [provider(server, ReplyCache(tmp_path / "cache")) for _ in range(2)]
+    outcome = await race(*both)
+    kinds = sorted(type(o).__name__ for o in outcome.values())
+    assert kinds == ["ProviderError", "Reply"]
+    assert server.requests_total == 2 and waiting(both) == 1
 
 
 def dead_pid() -> int:
