@@ -1,5 +1,5 @@
-"""Reading a cache never changes its bytes: an offline replay, ``estimate`` and the sources of
-``cache merge`` open the directory read-only (issue 16, item 15).
+"""Reading a cache never changes its bytes: an offline replay, ``estimate``, ``cache verify``
+and the sources of ``cache merge`` open the directory read-only (issue 16, item 15).
 
 Each test works on a copy of the committed ``cache/`` and compares the sha256 of every file
 in it (and the list of files) before and after.
@@ -68,6 +68,10 @@ def test_offline_replay_and_estimate_leave_every_byte_of_the_cache(
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "48 calls (48 in the cache)" in result.output
+    assert fingerprint(cache_copy) == before
+
+    verified = CliRunner().invoke(app, ["cache", "verify", str(cache_copy)])
+    assert verified.exit_code == 0, verified.output
     assert fingerprint(cache_copy) == before
 
 
