@@ -166,9 +166,15 @@ def repair_cache(directory: Path) -> RepairResult:
         if con is not None:
             con.close()
     old = directory.with_name(f".{directory.name}.damaged-{os.getpid()}")
-    os.replace(directory, old)
+    try:
+        os.replace(directory, old)
+    except OSError as exc:
+        raise CacheError(
+            f"cannot replace {directory} by its repaired copy ({exc.strerror or exc}); the "
+            f"repaired copy is {staging}"
+        ) from None
     os.replace(staging, directory)
-    shutil.rmtree(old)
+    shutil.rmtree(old, ignore_errors=True)
     return RepairResult(kept, dropped)
 
 
