@@ -21,6 +21,7 @@ from ragbatch.calibrate.audit import (
 )
 from ragbatch.calibrate.fit import calibrate_report
 from ragbatch.calibrate.policy_file import policy_bytes
+from ragbatch.cli.cache_app import cache_app
 from ragbatch.compare.drift import distribution_drift, drift_markdown
 from ragbatch.compare.gate import (
     diff_markdown,
@@ -37,7 +38,6 @@ from ragbatch.data.formats import open_dataset
 from ragbatch.data.jsonl import DatasetReader
 from ragbatch.data.output import check_output
 from ragbatch.providers.cache import ReplyCache
-from ragbatch.providers.cache_merge import merge_caches
 from ragbatch.providers.jev import DEFAULT_MODEL, ENDPOINT
 from ragbatch.providers.mock import MOCK_MODEL
 from ragbatch.report.builder import summarize
@@ -218,7 +218,11 @@ def estimate_command(
         snapshot = load_pricing(pricing)
         claims = make_claims(config)
         chosen = model or (DEFAULT_MODEL if provider == "jev" else MOCK_MODEL)
-        cache = ReplyCache(cache_dir) if provider == "jev" and cache_dir.exists() else None
+        cache = (
+            ReplyCache(cache_dir, read_only=True)
+            if provider == "jev" and cache_dir.exists()
+            else None
+        )
         reader = DatasetReader(dataset, ignore_unknown_fields=ignore_unknown_fields)
         limits = request_limits(config) if provider == "jev" else None
         result = estimate_run(reader, chosen, ENDPOINT, snapshot, cache, claims, limits)
@@ -394,30 +398,6 @@ def agreement_command(
         )
     if result.warning:
         typer.echo(f"warning: {result.warning}", err=True)
-
-
-cache_app = typer.Typer(help="Work on reply caches.", no_args_is_help=True)
-
-
-@cache_app.command("merge")
-def cache_merge_command(
-    sources: Annotated[list[Path], typer.Argument(help="Cache directories to copy from.")],
-    into: Annotated[Path, typer.Option(help="The cache directory to merge into.")] = DEFAULT_CACHE,
-) -> None:
-    """Copy every valid entry of SOURCES into --into (corrupt entries skipped and counted)."""
-    for source in sources:
-        if not source.is_dir():
-            raise _fail(ConfigError(f"cache directory {source} does not exist"))
-    if into.exists() and not into.is_dir():
-        raise _fail(ConfigError(f"--into {into}: is not a directory; give a cache directory"))
-    try:
-        stats = merge_caches(sources, into)
-    except RagbatchError as error:
-        raise _fail(error) from None
-    typer.echo(
-        f"merged {stats.sources} caches into {into}: {stats.copied} entries copied, "
-        f"{stats.already_present} already there, {stats.corrupt_skipped} corrupt skipped"
-    )
 
 
 def register(app: typer.Typer) -> None:

@@ -7,8 +7,11 @@ with a checksum. Only validated successful replies are stored. An entry that doe
 fails its checksum or no longer matches the request is reported, dropped and fetched again.
 
 diskcache keeps its index in SQLite, so several processes may share one directory.
-:class:`CachedProvider` also sends identical requests that are in flight at the same time
-only once.
+:class:`CachedProvider` sends identical requests that are in flight at the same time only
+once, within a process and across processes sharing the directory: before sending, it takes
+the key's lease (:mod:`ragbatch.providers.cache_lease`); a process that finds the lease held
+waits, then answers from the entry the holder stored (or, when the holder failed or died,
+takes the lease over and sends the request itself).
 """
 
 from __future__ import annotations
@@ -16,19 +19,33 @@ from __future__ import annotations
 import hashlib
 import itertools
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import diskcache
 import orjson
 from pydantic import ValidationError
 
-from ragbatch.core.errors import CacheError, ProviderError
+from ragbatch.core.errors import ProviderError
 from ragbatch.core.provider import Call, Provider, Reply
 from ragbatch.core.wire import parse_reply, request_key
+from ragbatch.providers.cache_store import ReplyCache, UnreadableEntry, open_store
+
+__all__ = [
+    "FORMAT",
+    "CacheMode",
+    "CacheStats",
+    "CachedProvider",
+    "ReplyCache",
+    "decode_entry",
+    "encode_entry",
+    "entry_body",
+    "open_store",
+    "recorded_models",
+]
 
 FORMAT = 1
+# Waiting for another process's lease: the first poll, and the longest gap between polls.
+POLL_FIRST_S, POLL_MAX_S = 0.01, 0.1
 CacheMode = Literal["use", "offline", "refresh", "off"]
 
 
@@ -81,19 +98,6 @@ def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
     return reply
 
 
-# Far above any real cache: diskcache must never evict an entry to fit.
-SIZE_LIMIT = 2**40
-
-
-def open_store(directory: Path) -> diskcache.Cache:
-    """The diskcache store of a cache directory (created if missing); CacheError if it cannot
-    be opened."""
-    try:
-        return diskcache.Cache(str(directory), size_limit=SIZE_LIMIT)
-    except Exception as exc:  # diskcache raises sqlite3/OSError variants
-        raise CacheError(f"cannot open cache directory {directory}: {exc}") from None
-
-
 @dataclass
 class CacheStats:
     hits: int = 0
@@ -105,45 +109,21 @@ class CacheStats:
     saved_models: dict[str, int] = field(default_factory=dict)
 
 
-class ReplyCache:
-    """A directory of cached replies keyed by content address."""
-
-    def __init__(self, directory: str | Path) -> None:
-        self.directory = Path(directory)
-        self._store = open_store(self.directory)
-
-    def get(self, key: str) -> bytes | None:
-        value = self._store.get(key)
-        return value if isinstance(value, bytes) else None
-
-    def put(self, key: str, value: bytes) -> None:
-        self._store.set(key, value)
-
-    def delete(self, key: str) -> None:
-        self._store.delete(key)
-
-    def keys(self) -> list[str]:
-        return [k for k in self._store.iterkeys() if isinstance(k, str)]
-
-    def recorded_models(self, limit: int = 1000) -> list[str]:
-        """The models that answered the first ``limit`` trusted entries, sorted (a sample: the
-        key holds the requested model only as a hash, the entry the answering one)."""
-        models: set[str] = set()
-        for key in itertools.islice(self._store.iterkeys(), limit):
-            data = self.get(key) if isinstance(key, str) else None
-            try:
-                model = orjson.loads(entry_body(data)).get("model") if data else None
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(model, str):
-                models.add(model)
-        return sorted(models)
-
-    def __len__(self) -> int:
-        return len(self._store)
-
-    def close(self) -> None:
-        self._store.close()
+def recorded_models(cache: ReplyCache, limit: int = 1000) -> list[str]:
+    """The models that answered the first ``limit`` trusted entries of a read-only cache,
+    sorted (a sample: the key holds the requested model only as a hash, the entry the
+    answering one)."""
+    models: set[str] = set()
+    for key, data in itertools.islice(cache.entries(), limit):
+        if not isinstance(key, str) or data is None:
+            continue
+        try:
+            model = orjson.loads(entry_body(data, key)).get("model")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(model, str):
+            models.add(model)
+    return sorted(models)
 
 
 class CachedProvider:
@@ -171,16 +151,29 @@ class CachedProvider:
             return None
         # A read is a fast indexed SQLite lookup: done inline (a thread hop per row would
         # halve warm-replay throughput). Writes, which may wait on the WAL, go to a thread.
-        data = self.cache.get(key)
+        try:
+            data = self.cache.get(key)
+        except UnreadableEntry as exc:
+            self.stats.corrupt += 1
+            self.warnings.append(str(exc))
+            return None
         if data is None:
             return None
         try:
             return decode_entry(data, call, key)
         except (ValueError, ValidationError, ProviderError) as exc:
             self.stats.corrupt += 1
-            self.warnings.append(f"corrupt cache entry {key[:12]}… dropped ({exc})")
+            done = "ignored (read-only)" if self.cache.read_only else "dropped"
+            self.warnings.append(f"corrupt cache entry {key[:12]}… {done} ({exc})")
             self.cache.delete(key)
             return None
+
+    def _hit(self, hit: Reply) -> Reply:
+        self.stats.hits += 1
+        self.stats.saved_input_tokens += hit.usage.input_tokens
+        models = self.stats.saved_models
+        models[hit.model] = models.get(hit.model, 0) + hit.usage.input_tokens
+        return hit.model_copy(update={"cached": True})
 
     async def fetch_answers(self, call: Call) -> Reply:
         if self.cache is None or self.mode == "off":
@@ -191,28 +184,48 @@ class CachedProvider:
             await pending.wait()
         trusted = self.mode != "refresh" or key in self._refreshed
         if trusted and (hit := self._lookup(key, call)) is not None:
-            self.stats.hits += 1
-            self.stats.saved_input_tokens += hit.usage.input_tokens
-            models = self.stats.saved_models
-            models[hit.model] = models.get(hit.model, 0) + hit.usage.input_tokens
-            return hit.model_copy(update={"cached": True})
+            return self._hit(hit)
         if self.mode == "offline":
             self.stats.misses += 1  # a miss all the same: the row fails instead of fetching
             raise ProviderError(
                 f"no cached reply for this request (cache key {key[:16]}…) and --offline is set",
                 kind="cache-miss",
             )
-        self.stats.misses += 1
         done = self._in_flight[key] = anyio.Event()
         try:
-            reply = await self.inner.fetch_answers(call)
-            await anyio.to_thread.run_sync(self.cache.put, key, encode_entry(reply, key))
+            if (hit := await self._claim(self.cache, key, call)) is not None:
+                return self._hit(hit)
+            self.stats.misses += 1
+            try:
+                reply = await self.inner.fetch_answers(call)
+                await anyio.to_thread.run_sync(self.cache.put, key, encode_entry(reply, key))
+            finally:  # stored (or failed): a process waiting for this key may go on
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self.cache.release_lease, key)
             self.stats.writes += 1
             self._refreshed.add(key)
             return reply
         finally:
             del self._in_flight[key]
             done.set()
+
+    async def _claim(self, cache: ReplyCache, key: str, call: Call) -> Reply | None:
+        """Take the cross-process lease of ``key``, waiting while another process holds it;
+        the reply that process stored, if any, instead of the lease (then nothing is sent)."""
+        delay, waited = POLL_FIRST_S, False
+        while not await anyio.to_thread.run_sync(cache.acquire_lease, key):
+            if not waited:
+                self.stats.deduplicated += 1
+                waited = True
+            await anyio.sleep(delay)
+            delay = min(2 * delay, POLL_MAX_S)
+        if self.mode == "refresh" and not waited:
+            return None  # the entry there predates this run: refresh does not trust it
+        # The holder before us stores its reply before it lets the lease go.
+        hit = self._lookup(key, call)
+        if hit is not None:
+            await anyio.to_thread.run_sync(cache.release_lease, key)
+        return hit
 
     async def aclose(self) -> None:
         await self.inner.aclose()

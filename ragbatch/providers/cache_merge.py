@@ -26,7 +26,8 @@ from pathlib import Path
 import diskcache
 
 from ragbatch.core.errors import CacheError, ConfigError
-from ragbatch.providers.cache import entry_body, open_store
+from ragbatch.providers.cache import entry_body
+from ragbatch.providers.cache_store import SQLITE_FAILURES, ReplyCache, open_store, store_error
 
 # Entries written per SQLite transaction (one commit per entry is ~10x slower).
 _BATCH = 1000
@@ -55,12 +56,25 @@ def is_valid_entry(key: object, value: object) -> bool:
 
 
 @contextmanager
-def _open(directory: Path, *, create: bool) -> Iterator[diskcache.Cache]:
-    if not create and not (directory / "cache.db").is_file():
+def _open_source(directory: Path) -> Iterator[ReplyCache]:
+    """A source, read-only: merging never changes a byte of it."""
+    if not (directory / "cache.db").is_file():
         raise CacheError(f"{directory} is not a cache directory (no cache.db); check the path")
+    store = ReplyCache(directory, read_only=True)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def _open_target(directory: Path) -> Iterator[diskcache.Cache]:
+    """The target, read-write; a SQLite failure while merging is a CacheError (damaged)."""
     store = open_store(directory)
     try:
         yield store
+    except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
+        raise store_error(directory, exc) from None
     finally:
         store.close()
 
@@ -71,16 +85,18 @@ def merge_caches(sources: Sequence[Path], target: Path) -> MergeStats:
     if Path(target).resolve() in resolved:
         raise ConfigError(f"the merge target {target} is also a source; pick a new directory")
     for source in sources:  # all of them first: a bad later source must not half-merge
-        with _open(Path(source), create=False):
+        with _open_source(Path(source)):
             pass
     read = copied = present = corrupt = 0
-    with _open(Path(target), create=True) as out:
+    with _open_target(Path(target)) as out:
         for source in sources:
-            with _open(Path(source), create=False) as store:
+            with _open_source(Path(source)) as store:
                 pending: list[tuple[str, bytes]] = []
-                for key in store.iterkeys():
+                for key, value in store.entries():
                     read += 1
-                    value = store.get(key)
+                    if not isinstance(key, str) or value is None:
+                        corrupt += 1
+                        continue
                     if not is_valid_entry(key, value):
                         corrupt += 1
                         continue

@@ -33,6 +33,7 @@ from ragbatch.core.provider import BaselineReply
 from ragbatch.core.schema import DIAGNOSES, Claim, Diagnosis, Row, TokenUsage
 from ragbatch.core.wire import canonical_json
 from ragbatch.providers.cache import CacheStats, ReplyCache
+from ragbatch.providers.cache_store import UnreadableEntry
 from ragbatch.providers.chat_client import (
     API_KEY_ENV,
     CHAT_ENDPOINT,
@@ -211,8 +212,15 @@ class LlmJudge:
         self.mitigations: dict[str, Mitigation] = {}  # per row id: order shown, answer cap
 
     def _lookup(self, key: str) -> BaselineReply | None:
-        data = self.cache.get(key) if self.cache is not None else None
-        if data is None or self.cache is None:
+        if self.cache is None:
+            return None
+        try:
+            data = self.cache.get(key)
+        except UnreadableEntry as exc:
+            self.stats.corrupt += 1
+            self.warnings.append(str(exc))
+            return None
+        if data is None:
             return None
         try:
             return decode_verdict(data, key)

@@ -88,6 +88,19 @@ def jev_settings(config: JobConfig) -> JevSettings | None:
     )
 
 
+def open_cache(config: JobConfig) -> ReplyCache | None:
+    """The run's reply cache: none with ``--cache off``; read-only with ``--offline`` (a replay
+    never changes a byte of the cache directory)."""
+    if config.cache_mode == "off":
+        return None
+    # A lease outlives the longest call its holder can make (then it is taken over).
+    return ReplyCache(
+        config.cache_dir,
+        read_only=config.cache_mode == "offline",
+        lease_s=config.row_deadline_s + 30,
+    )
+
+
 def make_provider(
     config: JobConfig, pricing: PricingSnapshot
 ) -> tuple[Provider, CachedProvider | None, list[str]]:
@@ -114,7 +127,7 @@ def make_provider(
         adaptive=config.adaptive,
     )
     inner: Provider = OfflineJev(model) if settings is None else JevProvider(settings, limiter)
-    cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
+    cache = open_cache(config)
     if limit is not None:
         inner = BudgetedProvider(inner, limit, request_limits(config))
     cached = CachedProvider(inner, cache, config.cache_mode)
@@ -185,7 +198,7 @@ def make_baseline(config: JobConfig) -> BaselineJudge:
         if not config.judge_api_key and config.cache_mode != "offline":
             raise ConfigError(f"--baseline llm needs a key: set {API_KEY_ENV}")
         limiter = RateLimiter(config.concurrency, max_rps=config.max_rps)
-        cache = None if config.cache_mode == "off" else ReplyCache(config.cache_dir)
+        cache = open_cache(config)
         return LlmJudge(
             config.judge_base_url,
             config.judge_api_key or "",

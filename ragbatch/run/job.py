@@ -22,7 +22,7 @@ from ragbatch.core.outcome import RowOutcome
 from ragbatch.core.pricing import PricingSnapshot, total_cost
 from ragbatch.core.provider import Provider
 from ragbatch.data.formats import open_dataset
-from ragbatch.providers.cache import CachedProvider
+from ragbatch.providers.cache import CachedProvider, ReplyCache, recorded_models
 from ragbatch.providers.jev import (
     JevProvider,
 )
@@ -289,7 +289,11 @@ def offline_models(cached: CachedProvider) -> list[str]:
     stats = cached.stats
     if cached.mode != "offline" or cached.cache is None or stats.hits or not stats.misses:
         return []
-    models = cached.cache.recorded_models()
+    reader = ReplyCache(cached.cache.directory, read_only=True)  # the run's one is closed
+    try:
+        models = recorded_models(reader)
+    finally:
+        reader.close()
     return models if models and cached.model not in models else []
 
 

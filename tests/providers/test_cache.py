@@ -416,10 +416,10 @@ def test_encode_entry_round_trips(jev_server: JevServer, tmp_path: Path) -> None
 
 
 # -- two processes, one cache --------------------------------------------------------------
-def test_two_processes_share_one_cache_directory(
+def test_two_processes_share_one_cache_directory_and_never_pay_twice(
     start_jev_server: StartServer, tmp_path: Path
 ) -> None:
-    server = start_jev_server(latency_s=0.02)
+    server = start_jev_server(latency_s=0.2)
     cache_dir = tmp_path / "cache"
     env = {**os.environ, "TYPESAFE_API_KEY": KEY}
 
@@ -448,8 +448,7 @@ def test_two_processes_share_one_cache_directory(
     cache = ReplyCache(cache_dir)
     assert len(cache) == 48
     cache.close()
-    assert 48 <= server.successful <= 96
-    reports = [
-        without_latency(orjson.loads((tmp_path / f"r{i}.json").read_bytes())) for i in range(2)
-    ]
-    assert reports[0] == reports[1]
+    # Two identical runs at once: every distinct request is paid for once (leases).
+    assert server.requests_total == server.successful == 48
+    # Each row was fetched by one run and read from the cache by the other: same bytes.
+    assert (tmp_path / "r0.json").read_bytes() == (tmp_path / "r1.json").read_bytes()

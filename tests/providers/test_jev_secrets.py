@@ -254,7 +254,7 @@ def test_the_judge_url_is_checked_too(jev_server: JevServer, tmp_path: Path) -> 
     result = CliRunner().invoke(
         app,
         ["run", str(DATASET), "--out", str(tmp_path / "r.json"), "--pricing", str(PRICING),
-         "--baseline", "llm", "--judge-base-url", url],
+         "--baseline", "llm", "--judge-base-url", url, "--cache-dir", str(tmp_path / "cache")],
         env={"RAGBATCH_JUDGE_API_KEY": "judge-key"},
     )  # fmt: skip
     assert result.exit_code == EXIT_USAGE

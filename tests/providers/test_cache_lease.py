@@ -1,0 +1,196 @@
+"""Per-key leases: callers sharing one cache directory never pay twice for one request in flight
+(issue 16, item 3), and a lease whose holder is gone is taken over at once.
+
+The two-process run (two identical CLI runs at once, one loopback server) is in
+``test_cache.py``; here two cache objects in one process stand for two processes, and lease
+rows left by dead, zombie, recycled-pid and other-host holders are written as such.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from ragbatch.core.errors import ProviderError
+from ragbatch.core.provider import Call, Reply
+from ragbatch.core.questions import build_request
+from ragbatch.core.schema import Row
+from ragbatch.data.jsonl import DatasetReader
+from ragbatch.providers.cache import CachedProvider, ReplyCache
+from ragbatch.providers.cache_lease import _HOST, Leases
+from ragbatch.providers.jev import JevProvider, JevSettings
+from ragbatch.providers.ratelimit import RateLimiter
+from ragbatch.testing import Fault, JevServer
+
+ROOT = Path(__file__).resolve().parents[2]
+ROWS: list[Row] = list(DatasetReader(ROOT / "datasets" / "rag-fixture.jsonl"))
+MODEL = "jev-1.13.0"
+KEY = "test-key"
+
+StartServer = Callable[..., JevServer]
+
+
+def call(index: int = 0) -> Call:
+    return Call(request=build_request(ROWS[index], MODEL), row=ROWS[index])
+
+
+def provider(server: JevServer, cache: ReplyCache) -> CachedProvider:
+    settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
+    return CachedProvider(JevProvider(settings, RateLimiter(4)), cache)
+
+
+def write_lease(db: Path, key: str, *, host: str, pid: int, process: str, expires: float) -> None:
+    """A lease row as another holder leaves it."""
+    Leases(db).close()  # the table
+    with sqlite3.connect(db) as con:
+        con.execute(
+            "INSERT INTO RagbatchLease VALUES (?, ?, ?, ?, ?, ?)",
+            (key, f"{host}:{pid}:{process}:x", host, pid, process, expires),
+        )
+
+
+def waiting(providers: list[CachedProvider]) -> int:
+    """How many times these providers waited for another one's lease."""
+    return sum(p.stats.deduplicated for p in providers)
+
+
+def held_until(
+    is_waiting: Callable[[], bool], fault: Fault | None = None
+) -> Callable[[int, dict[str, Any]], Fault | None]:
+    """A fault script that keeps the first request at the server until the second caller is
+    waiting for its lease (event-driven: no timing guess), then answers it (or ``fault``)."""
+
+    def script(index: int, body: dict[str, Any]) -> Fault | None:
+        deadline = time.monotonic() + 10
+        while index == 0 and not is_waiting() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return fault if index == 0 else None
+
+    return script
+
+
+async def race(a: CachedProvider, b: CachedProvider) -> dict[str, Reply | Exception]:
+    """``a`` and ``b`` fetch the same request at once; what each got."""
+    outcome: dict[str, Reply | Exception] = {}
+
+    async def fetch(name: str, cached: CachedProvider) -> None:
+        try:
+            outcome[name] = await cached.fetch_answers(call())
+        except ProviderError as exc:
+            outcome[name] = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(fetch, "a", a)
+        tg.start_soon(fetch, "b", b)
+    await a.aclose()
+    await b.aclose()
+    return outcome
+
+
+@pytest.mark.anyio
+async def test_two_cache_objects_on_one_directory_send_one_request(
+    start_jev_server: StartServer, tmp_path: Path
+) -> None:
+    both: list[CachedProvider] = []
+    server = start_jev_server(fault_fn=held_until(lambda: waiting(both) > 0))
+    both += [provider(server, ReplyCache(tmp_path / "cache")) for _ in range(2)]
+    replies = await race(*both)
+    assert server.requests_total == 1
+    fresh, cached = sorted(replies.values(), key=lambda r: isinstance(r, Reply) and r.cached)
+    assert isinstance(fresh, Reply) and isinstance(cached, Reply)
+    assert fresh.answers == cached.answers and not fresh.cached and cached.cached
+    stats = [(p.stats.deduplicated, p.stats.hits, p.stats.misses) for p in both]
+    assert sorted(stats) == [(0, 0, 1), (1, 1, 0)]
+    with sqlite3.connect(tmp_path / "cache" / "cache.db") as con:
+        assert con.execute("SELECT count(*) FROM RagbatchLease").fetchone() == (0,)
+
+
+@pytest.mark.anyio
+async def test_a_failed_holder_lets_the_waiter_send_it(
+    start_jev_server: StartServer, tmp_path: Path
+) -> None:
+    """Errors are never cached: when the holder's call fails, the waiter sends its own."""
+    both: list[CachedProvider] = []
+    refused = Fault(kind="status", status=422, message="no")
+    server = start_jev_server(fault_fn=held_until(lambda: waiting(both) > 0, refused))
+    both += [provider(server, ReplyCache(tmp_path / "cache")) for _ in range(2)]
+    outcome = await race(*both)
+    kinds = sorted(type(o).__name__ for o in outcome.values())
+    assert kinds == ["ProviderError", "Reply"]
+    assert server.requests_total == 2 and waiting(both) == 1
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def zombie_pid() -> tuple[int, subprocess.Popen[bytes]]:
+    """A child that has exited but is not reaped yet (a killed run before its parent waits)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        stat = Path(f"/proc/{proc.pid}/stat").read_text()
+        if stat.rpartition(")")[2].split()[0] == "Z":
+            break
+        time.sleep(0.01)
+    return proc.pid, proc
+
+
+@pytest.mark.parametrize("holder", ["dead", "zombie", "recycled-pid", "expired-other-host"])
+def test_a_lease_whose_holder_is_gone_is_taken_over_at_once(tmp_path: Path, holder: str) -> None:
+    cache = ReplyCache(tmp_path / "cache")
+    later = time.time() + 3600
+    zombie = None
+    if holder == "dead":
+        write_lease(cache.db_path, "k", host=_HOST, pid=dead_pid(), process="p", expires=later)
+    elif holder == "zombie":
+        pid, zombie = zombie_pid()
+        write_lease(cache.db_path, "k", host=_HOST, pid=pid, process="p", expires=later)
+    elif holder == "recycled-pid":  # a dead run whose pid this process got
+        write_lease(cache.db_path, "k", host=_HOST, pid=os.getpid(), process="old", expires=later)
+    else:
+        write_lease(cache.db_path, "k", host="elsewhere", pid=1, process="p", expires=time.time())
+    try:
+        assert cache.acquire_lease("k")
+    finally:
+        if zombie is not None:
+            zombie.wait()
+        cache.close()
+
+
+@pytest.mark.parametrize("holder", ["live-other-host", "live-process", "other-cache-object"])
+def test_a_live_holder_keeps_its_lease(tmp_path: Path, holder: str) -> None:
+    cache = ReplyCache(tmp_path / "cache")
+    later = time.time() + 3600
+    other, sibling = None, None
+    if holder == "live-other-host":
+        write_lease(cache.db_path, "k", host="elsewhere", pid=1, process="p", expires=later)
+    elif holder == "live-process":
+        other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        write_lease(cache.db_path, "k", host=_HOST, pid=other.pid, process="p", expires=later)
+    else:
+        sibling = ReplyCache(tmp_path / "cache")
+        assert sibling.acquire_lease("k")
+    try:
+        assert not cache.acquire_lease("k")
+        assert cache.acquire_lease("other-key")
+        if sibling is not None:
+            sibling.release_lease("k")
+            assert cache.acquire_lease("k")
+            sibling.close()
+    finally:
+        if other is not None:
+            other.kill()
+            other.wait()
+        cache.close()
