@@ -43,6 +43,8 @@ class FanOutTransport(httpx.AsyncBaseTransport):
     """Single-connection lanes, created on demand, reused LIFO (warm connections first)."""
 
     def __init__(self) -> None:
+        # One SSL context for every lane: building one loads the CA bundle (~20 ms each).
+        self._ssl = httpx.create_ssl_context()
         self._idle: list[httpx.AsyncHTTPTransport] = []
         self._all: list[httpx.AsyncHTTPTransport] = []
 
@@ -54,7 +56,7 @@ class FanOutTransport(httpx.AsyncBaseTransport):
         if self._idle:
             return self._idle.pop()
         lane = httpx.AsyncHTTPTransport(
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1)
+            verify=self._ssl, limits=httpx.Limits(max_connections=1, max_keepalive_connections=1)
         )
         self._all.append(lane)
         return lane
