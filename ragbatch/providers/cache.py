@@ -14,6 +14,7 @@ only once.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from pydantic import ValidationError
 from ragbatch.core.errors import CacheError, ProviderError
 from ragbatch.core.provider import Call, Provider, Reply
 from ragbatch.core.wire import parse_reply, request_key
+from ragbatch.providers.cache_writer import GroupWriter
 
 FORMAT = 1
 CacheMode = Literal["use", "offline", "refresh", "off"]
@@ -118,6 +120,12 @@ class ReplyCache:
     def put(self, key: str, value: bytes) -> None:
         self._store.set(key, value)
 
+    def put_many(self, entries: Sequence[tuple[str, bytes]]) -> None:
+        """Store several entries in one transaction (one commit)."""
+        with self._store.transact():
+            for key, value in entries:
+                self.put(key, value)
+
     def delete(self, key: str) -> None:
         self._store.delete(key)
 
@@ -147,6 +155,8 @@ class CachedProvider:
         # Keys fetched afresh in this run: ``refresh`` trusts those, so a duplicate
         # request (in flight at the same time or later) is not sent again.
         self._refreshed: set[str] = set()
+        # Writes are group-committed (see cache_writer); each waits for its own commit.
+        self._writer = GroupWriter(cache.put_many) if cache is not None else None
 
     def key_for(self, call: Call) -> str:
         return request_key(self.endpoint, call.request)
@@ -190,7 +200,8 @@ class CachedProvider:
         done = self._in_flight[key] = anyio.Event()
         try:
             reply = await self.inner.fetch_answers(call)
-            await anyio.to_thread.run_sync(self.cache.put, key, encode_entry(reply, key))
+            assert self._writer is not None
+            await self._writer.put(key, encode_entry(reply, key))
             self.stats.writes += 1
             self._refreshed.add(key)
             return reply
