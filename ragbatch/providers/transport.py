@@ -26,6 +26,7 @@ import ssl
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
 import anyio
 import httpx
@@ -251,3 +252,61 @@ class FanOutTransport(httpx.AsyncBaseTransport):
         for connection in list(self._open):
             await self._discard(connection)
         self._idle.clear()
+
+
+class HttpClient(Protocol):
+    """What the providers call on their HTTP client (``httpx.AsyncClient`` has it too)."""
+
+    async def post(
+        self, url: str, *, content: bytes, headers: dict[str, str] | None = None
+    ) -> httpx.Response: ...
+
+    async def aclose(self) -> None: ...
+
+
+class LeanClient:
+    """What the providers use of ``httpx.AsyncClient`` (``post``, ``aclose``), sent straight to
+    a :class:`FanOutTransport`: no per-call URL merging, cookie jar, auth flow, redirects or
+    event hooks (none of which the providers use). Requests and responses are httpx's own."""
+
+    def __init__(
+        self,
+        base_url: str,
+        timeout: float,
+        user_agent: str = f"ragbatch python-httpx/{httpx.__version__}",
+    ) -> None:
+        self.base_url = httpx.URL(base_url)
+        self.transport = FanOutTransport()
+        self._timeout = httpx.Timeout(timeout).as_dict()
+        self._urls: dict[str, httpx.URL] = {}
+        self._headers = {
+            "Accept": "*/*",
+            "Accept-Encoding": "gzip, deflate",
+            "Connection": "keep-alive",
+            "User-Agent": user_agent,
+        }
+
+    def _url(self, path: str) -> httpx.URL:
+        url = self._urls.get(path)
+        if url is None:
+            base = self.base_url.raw_path.rstrip(b"/").decode("ascii")
+            url = self._urls[path] = self.base_url.copy_with(raw_path=(base + path).encode())
+        return url
+
+    async def post(
+        self, url: str, *, content: bytes, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
+        request = httpx.Request(
+            "POST",
+            self._url(url),
+            headers={**self._headers, **(headers or {})},
+            content=content,
+            extensions={"timeout": self._timeout},
+        )
+        response = await self.transport.handle_async_request(request)
+        response.request = request
+        await response.aread()
+        return response
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()

@@ -15,7 +15,7 @@ import anyio
 import httpx
 import pytest
 
-from ragbatch.providers.transport import FanOutTransport
+from ragbatch.providers.transport import FanOutTransport, HttpClient, LeanClient
 
 # (request head, request body) -> raw response bytes, or None to close without answering
 Script = Callable[[bytes, bytes], bytes | None]
@@ -265,3 +265,29 @@ def test_tls_with_one_shared_context_verifies_the_host(
     anyio.run(main)
     assert server.accepted == 1  # three calls on one connection (the refused one never got in)
     server.close()
+
+
+def test_lean_client_posts_under_the_base_path_with_httpx_requests_and_responses(
+    serve: Callable[[Script], RawServer],
+) -> None:
+    server = serve(lambda head, body: ok(b'{"ok": true}', b"x-typesafe-request-id: r1\r\n"))
+    standard: HttpClient = httpx.AsyncClient()  # the protocol httpx's client also satisfies
+    assert standard is not None
+
+    async def main() -> None:
+        client = LeanClient(server.url + "/prefix/", timeout=5)
+        for _ in range(2):
+            response = await client.post(
+                "/v1/systemone", content=b"{}", headers={"Authorization": "Bearer k"}
+            )
+            assert response.json() == {"ok": True}
+            assert response.headers["x-typesafe-request-id"] == "r1"
+            assert response.request.url == server.url + "/prefix/v1/systemone"
+        await client.aclose()
+
+    anyio.run(main)
+    assert server.accepted == 1
+    head = server.requests[0][0].lower()
+    assert head.startswith(b"post /prefix/v1/systemone http/1.1\r\n")
+    for line in (b"authorization: bearer k", b"content-length: 2", b"user-agent: ragbatch"):
+        assert b"\r\n" + line in head
