@@ -263,6 +263,7 @@ class Bench:
         self.without_sniffio = without_sniffio
         self.servers: dict[float, ServerProcess] = {}
         self.datasets: dict[int, Path] = {}
+        (tmp / "cwd").mkdir()
 
     def server(self, latency_ms: float) -> ServerProcess:
         if latency_ms not in self.servers:
@@ -279,11 +280,23 @@ class Bench:
         entry = ["-c", NO_SNIFFIO] if self.without_sniffio else ["-m", "ragbatch"]
         env = {**os.environ, "PYTHONPATH": str(self.stacks[stack])}
         started = time.perf_counter()
-        process = subprocess.Popen([sys.executable, *entry, "run", *args], env=env)
+        # A neutral working directory: with ``-m`` the current one comes first on sys.path.
+        process = subprocess.Popen(
+            [sys.executable, *entry, "run", *args], env=env, cwd=self.tmp / "cwd"
+        )
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
         process.returncode = os.waitstatus_to_exitcode(status)
         return wall, usage.ru_utime + usage.ru_stime, process.returncode
+
+    def origin(self, stack: str) -> str:
+        """Where a client process of ``stack`` imports ragbatch from (printed as a check)."""
+        env = {**os.environ, "PYTHONPATH": str(self.stacks[stack])}
+        code = "import ragbatch.providers.transport as t; print(t.__file__)"
+        return subprocess.run(
+            [sys.executable, "-c", code], env=env, cwd=self.tmp / "cwd",
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
 
     def run(
         self, stack: str, concurrency: int, latency_ms: float, rows: int, offline: bool = False
@@ -369,6 +382,8 @@ def main() -> None:
         if args.reference:
             stacks[args.reference] = archive(args.reference, tmp / "reference")
         bench = Bench(tmp, stacks, args.without_sniffio)
+        for name in stacks:
+            print(f"stack {name}: {bench.origin(name)}")
         print(HEADER + (" this vs reference |" if args.reference else ""))
         print("|---" * (11 + bool(args.reference)) + "|")
         try:
