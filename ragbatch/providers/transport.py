@@ -279,12 +279,13 @@ class LeanClient:
         self.transport = FanOutTransport()
         self._timeout = httpx.Timeout(timeout).as_dict()
         self._urls: dict[str, httpx.URL] = {}
-        self._headers = {
-            "Accept": "*/*",
-            "Accept-Encoding": "gzip, deflate",
-            "Connection": "keep-alive",
-            "User-Agent": user_agent,
-        }
+        self._headers = [
+            (b"Host", self.base_url.netloc),
+            (b"Accept", b"*/*"),
+            (b"Accept-Encoding", b"gzip, deflate"),
+            (b"Connection", b"keep-alive"),
+            (b"User-Agent", user_agent.encode()),
+        ]
 
     def _url(self, path: str) -> httpx.URL:
         url = self._urls.get(path)
@@ -296,11 +297,15 @@ class LeanClient:
     async def post(
         self, url: str, *, content: bytes, headers: dict[str, str] | None = None
     ) -> httpx.Response:
+        fields = list(self._headers)
+        fields.extend((name.encode(), value.encode()) for name, value in (headers or {}).items())
+        fields.append((b"Content-Length", b"%d" % len(content)))
+        # The headers and the body stream given whole: httpx then adds and encodes nothing.
         request = httpx.Request(
             "POST",
             self._url(url),
-            headers={**self._headers, **(headers or {})},
-            content=content,
+            headers=fields,
+            stream=httpx.ByteStream(content),
             extensions={"timeout": self._timeout},
         )
         response = await self.transport.handle_async_request(request)
