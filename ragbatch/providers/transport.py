@@ -84,8 +84,17 @@ class _Connection:
             return True
         if sock.fileno() < 0:  # the event loop already saw the server close it
             return False
-        readable, _, _ = select.select([sock], [], [], 0)
-        return not readable
+        return not _is_readable(sock)
+
+
+def _is_readable(sock: socket.socket) -> bool:
+    """Whether bytes or an EOF wait on ``sock`` (poll: select() fails past fd 1023)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([sock], [], [], 0)  # Windows
+    return bool(readable)
 
 
 def _head(request: httpx.Request, body: bytes, chunked: bool) -> bytes:
