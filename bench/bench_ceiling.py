@@ -1,7 +1,8 @@
 """The live client's ceiling: rows/s against ideal and client CPU per row, by concurrency.
 
     python bench/bench_ceiling.py [--concurrency 32,64,128,256,512] [--latency-ms 250]
-        [--rows 8000] [--waves 32] [--case 32:200:3200] [--reference REV] [--without-sniffio]
+        [--rows 8000] [--waves 32] [--case 32:200:3200] [--reference REV] [--httpx2]
+        [--without-sniffio] [--no-replay]
 
 A lean asyncio loopback server (raw asyncio streams, HTTP/1.1 keep-alive, a valid Jev reply
 for the request's questions after a scripted latency) runs as its own process; its CPU per
@@ -15,6 +16,8 @@ row, rows of 3 contexts: 8 questions); its user+sys CPU is the whole process's (
   rows); the sweep runs min(--rows, --waves x concurrency) rows at each concurrency.
 * ``--reference REV`` also runs the package as it was at git revision REV (``git archive``
   into a temporary directory, same interpreter), in the same run, and prints the ratios.
+* ``--httpx2`` also runs this package with Jev's client swapped for an ``httpx2.AsyncClient``
+  (its O(N+M) pool, no transport of ours): the evaluation of httpx2 as a replacement.
 * ``--without-sniffio`` runs every client as if sniffio were not installed (anyio >= 4.11
   no longer pulls it in): ``import sniffio`` then fails after a real search of sys.path
   outside site-packages, as it does on such an interpreter.
@@ -51,7 +54,7 @@ KEY = "bench-key"
 MODEL = "jev-1.13.0"
 LABELS = ["PASS", "RETRIEVAL_MISS", "GENERATOR_UNGROUNDED", "ANSWER_INCORRECT"]
 
-# Runs first in a client process under --without-sniffio (see the module docstring).
+# Run first in a client process under --without-sniffio (see the module docstring).
 NO_SNIFFIO = """
 import importlib.machinery, sys
 class _NoSniffio:
@@ -63,8 +66,20 @@ class _NoSniffio:
         importlib.machinery.PathFinder.find_spec(name, outside)
         raise ModuleNotFoundError("No module named 'sniffio'", name=name)
 sys.meta_path.insert(0, _NoSniffio)
+"""
+# The ``httpx2`` stack: this package with Jev's client replaced by an ``httpx2.AsyncClient``
+# on its own pool (no limit on connections). Throughput only: httpx2's exceptions are not
+# httpx's, so a failed call would not be mapped to a failure kind (the bench has none).
+HTTPX2 = """
+import httpx2, ragbatch.providers.jev as jev
+def _client(base_url, timeout):
+    limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
+    return httpx2.AsyncClient(base_url=base_url, timeout=timeout, limits=limits)
+jev.LeanClient = _client
+"""
+LAUNCH = """
+import runpy, sys
 sys.argv = ["ragbatch", *sys.argv[1:]]
-import runpy
 runpy.run_module("ragbatch", run_name="__main__", alter_sys=True)
 """
 
@@ -277,7 +292,10 @@ class Bench:
 
     def client(self, stack: str, args: list[str]) -> tuple[float, float, int]:
         """Wall seconds, user+sys CPU seconds and the exit code of one ``ragbatch`` process."""
-        entry = ["-c", NO_SNIFFIO] if self.without_sniffio else ["-m", "ragbatch"]
+        prelude = (NO_SNIFFIO if self.without_sniffio else "") + (
+            HTTPX2 if stack == "httpx2" else ""
+        )
+        entry = ["-c", prelude + LAUNCH] if prelude else ["-m", "ragbatch"]
         env = {**os.environ, "PYTHONPATH": str(self.stacks[stack])}
         started = time.perf_counter()
         # A neutral working directory: with ``-m`` the current one comes first on sys.path.
@@ -364,6 +382,7 @@ def main() -> None:
     parser.add_argument("--case", action="append", type=parse_case)
     parser.add_argument("--reference", metavar="REV")
     parser.add_argument("--without-sniffio", action="store_true")
+    parser.add_argument("--httpx2", action="store_true", help="also run the httpx2 stack")
     parser.add_argument("--no-replay", action="store_true")
     args = parser.parse_args()
     if args.serve:
@@ -379,6 +398,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ceiling-") as tmp_name:
         tmp = Path(tmp_name)
         stacks = {"this": ROOT}
+        if args.httpx2:
+            stacks["httpx2"] = ROOT
         if args.reference:
             stacks[args.reference] = archive(args.reference, tmp / "reference")
         bench = Bench(tmp, stacks, args.without_sniffio)
@@ -395,7 +416,8 @@ def main() -> None:
             if not args.no_replay and 256 in sweep:
                 rows = min(args.rows, args.waves * 256)
                 for name in stacks:
-                    print(bench.run(name, 256, args.latency_ms, rows, offline=True).line(None))
+                    if name != "httpx2":  # replays send nothing: the same code as "this"
+                        print(bench.run(name, 256, args.latency_ms, rows, offline=True).line(None))
         finally:
             bench.close()
     usage = resource.getrusage(resource.RUSAGE_SELF)
