@@ -72,19 +72,26 @@ def context_count_bucket(count: int) -> str:
 _WORD = re.compile(r"\w+")
 
 
-def jaccard(a: str, b: str) -> float:
-    """Token Jaccard similarity of two texts (casefolded word tokens; two empties are 1)."""
-    left, right = set(_WORD.findall(a.casefold())), set(_WORD.findall(b.casefold()))
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.casefold()))
+
+
+def _overlap(left: set[str], right: set[str]) -> float:
     if not left and not right:
         return 1.0
     return len(left & right) / len(left | right)
 
 
+def jaccard(a: str, b: str) -> float:
+    """Token Jaccard similarity of two texts (casefolded word tokens; two empties are 1)."""
+    return _overlap(_words(a), _words(b))
+
+
 def is_near_duplicate_top3(texts: Sequence[str]) -> bool:
     """Whether any two of the first three texts are near-identical (Jaccard >= 0.9)."""
-    top = texts[:3]
+    top = [_words(text) for text in texts[:3]]  # each text tokenized once, not once a pair
     return any(
-        jaccard(top[i], top[j]) >= NEAR_DUPLICATE_JACCARD
+        _overlap(top[i], top[j]) >= NEAR_DUPLICATE_JACCARD
         for i in range(len(top))
         for j in range(i + 1, len(top))
     )

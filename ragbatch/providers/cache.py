@@ -29,6 +29,7 @@ from ragbatch.core.errors import ProviderError
 from ragbatch.core.provider import Call, Provider, Reply
 from ragbatch.core.wire import parse_reply, request_key
 from ragbatch.providers.cache_store import ReplyCache, UnreadableEntry, open_store
+from ragbatch.providers.cache_writer import GroupWriter
 
 __all__ = [
     "FORMAT",
@@ -142,6 +143,8 @@ class CachedProvider:
         # Keys fetched afresh in this run: ``refresh`` trusts those, so a duplicate
         # request (in flight at the same time or later) is not sent again.
         self._refreshed: set[str] = set()
+        # Writes are group-committed (see cache_writer); each waits for its own commit.
+        self._writer = GroupWriter(cache.put_many) if cache is not None else None
 
     def key_for(self, call: Call) -> str:
         return request_key(self.endpoint, call.request)
@@ -198,7 +201,8 @@ class CachedProvider:
             self.stats.misses += 1
             try:
                 reply = await self.inner.fetch_answers(call)
-                await anyio.to_thread.run_sync(self.cache.put, key, encode_entry(reply, key))
+                assert self._writer is not None
+                await self._writer.put(key, encode_entry(reply, key))  # returns once committed
             finally:  # stored (or failed): a process waiting for this key may go on
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(self.cache.release_lease, key)

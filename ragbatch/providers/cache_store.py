@@ -23,7 +23,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import diskcache
@@ -201,6 +201,17 @@ class ReplyCache:
             raise CacheError(f"cache directory {self.directory} is open read-only")
         try:
             self._store.set(key, value)
+        except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
+            raise store_error(self.directory, exc) from None
+
+    def put_many(self, entries: Sequence[tuple[str, bytes]]) -> None:
+        """Store several entries in one transaction (one commit: see ``cache_writer``)."""
+        if self._store is None:
+            raise CacheError(f"cache directory {self.directory} is open read-only")
+        try:
+            with self._store.transact():
+                for key, value in entries:
+                    self._store.set(key, value)
         except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
             raise store_error(self.directory, exc) from None
 

@@ -41,7 +41,7 @@ from ragbatch.core.schema import TokenUsage
 from ragbatch.core.wire import parse_reply
 from ragbatch.providers.apikey import Redactor, check_base_url, clean_key
 from ragbatch.providers.ratelimit import RateLimiter
-from ragbatch.providers.transport import FanOutTransport
+from ragbatch.providers.transport import HttpClient, LeanClient
 
 DEFAULT_BASE_URL = "https://api.typesafe.ai"
 DEFAULT_MODEL = "jev-latest"
@@ -155,7 +155,7 @@ class JevProvider:
         self,
         settings: JevSettings,
         limiter: RateLimiter,
-        client: httpx.AsyncClient | None = None,
+        client: HttpClient | None = None,
     ) -> None:
         # the key as given, for the redactor; trimmed and checked (RunAborted) before any use
         self.redact = Redactor(settings.api_key)
@@ -168,11 +168,7 @@ class JevProvider:
         self.limiter = limiter
         # One client for the run; its transport keeps one keep-alive connection per call in
         # flight (at most --concurrency, since the limiter bounds the calls in flight).
-        self.client = client or httpx.AsyncClient(
-            base_url=settings.base_url,
-            transport=FanOutTransport(),
-            timeout=httpx.Timeout(settings.attempt_timeout_s),
-        )
+        self.client = client or LeanClient(settings.base_url, settings.attempt_timeout_s)
         self._auth = {"Authorization": f"Bearer {settings.api_key}"}
         self.retries: Counter[str] = Counter()
 

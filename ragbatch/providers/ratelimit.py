@@ -106,6 +106,8 @@ class RateLimiter:
         return int(self._slots.total_tokens)
 
     async def _await_budget(self, tokens: int) -> None:
+        if self.requests is None and self.tokens is None and self._resume_at <= self._clock():
+            return  # no budget to take from and no hold: nothing to wait for (the common case)
         # One caller at a time takes from the buckets, so waiting callers are served in order.
         async with self._lock:
             while True:

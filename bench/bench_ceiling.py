@@ -1,0 +1,431 @@
+"""The live client's ceiling: rows/s against ideal and client CPU per row, by concurrency.
+
+    python bench/bench_ceiling.py [--concurrency 32,64,128,256,512] [--latency-ms 250]
+        [--rows 8000] [--waves 32] [--case 32:200:3200] [--reference REV] [--httpx2]
+        [--without-sniffio] [--no-replay]
+
+A lean asyncio loopback server (raw asyncio streams, HTTP/1.1 keep-alive, a valid Jev reply
+for the request's questions after a scripted latency) runs as its own process; its CPU per
+request is printed next to every run to show it is not the bound. Each run is a fresh
+``python -m ragbatch run --provider jev`` subprocess with its own empty cache (one request per
+row, rows of 3 contexts: 8 questions); its user+sys CPU is the whole process's (``os.wait4``).
+
+* ideal rows/s = min(concurrency, rows) / latency; ``run`` is the run record's rows/s (the
+  evaluation), ``whole`` counts the process from exec to exit (imports and report included).
+* ``--case C:MS:ROWS`` adds runs at other latencies (default: the issue's 32 at 200 ms, 3,200
+  rows); the sweep runs min(--rows, --waves x concurrency) rows at each concurrency.
+* ``--reference REV`` also runs the package as it was at git revision REV (``git archive``
+  into a temporary directory, same interpreter), in the same run, and prints the ratios.
+* ``--httpx2`` also runs this package with Jev's client swapped for an ``httpx2.AsyncClient``
+  (its O(N+M) pool, no transport of ours): the evaluation of httpx2 as a replacement.
+* ``--without-sniffio`` runs every client as if sniffio were not installed (anyio >= 4.11
+  no longer pulls it in): ``import sniffio`` then fails after a real search of sys.path
+  outside site-packages, as it does on such an interpreter.
+* After the sweep, each stack replays its 256-concurrency cache ``--offline`` (warm-cache
+  rows/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.synth import sentence
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "bench-key"
+MODEL = "jev-1.13.0"
+LABELS = ["PASS", "RETRIEVAL_MISS", "GENERATOR_UNGROUNDED", "ANSWER_INCORRECT"]
+
+# Run first in a client process under --without-sniffio (see the module docstring).
+NO_SNIFFIO = """
+import importlib.machinery, sys
+class _NoSniffio:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != "sniffio":
+            return None
+        outside = [p for p in sys.path if "site-packages" not in p]
+        importlib.machinery.PathFinder.find_spec(name, outside)
+        raise ModuleNotFoundError("No module named 'sniffio'", name=name)
+sys.meta_path.insert(0, _NoSniffio)
+"""
+# The ``httpx2`` stack: this package with Jev's client replaced by an ``httpx2.AsyncClient``
+# on its own pool (no limit on connections). Throughput only: httpx2's exceptions are not
+# httpx's, so a failed call would not be mapped to a failure kind (the bench has none).
+HTTPX2 = """
+import httpx2, ragbatch.providers.jev as jev
+def _client(base_url, timeout):
+    limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
+    return httpx2.AsyncClient(base_url=base_url, timeout=timeout, limits=limits)
+jev.LeanClient = _client
+"""
+LAUNCH = """
+import runpy, sys
+sys.argv = ["ragbatch", *sys.argv[1:]]
+runpy.run_module("ragbatch", run_name="__main__", alter_sys=True)
+"""
+
+
+# --- the server -----------------------------------------------------------------------------
+
+
+class Server:
+    """HTTP/1.1 keep-alive on raw asyncio streams; answers ``POST /v1/systemone``."""
+
+    def __init__(self, latency_s: float) -> None:
+        self.latency_s = latency_s
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def answer(self, body: bytes) -> bytes:
+        request = orjson.loads(body)
+        seed = zlib.crc32(orjson.dumps(request["state"]))
+        answers: dict[str, Any] = {}
+        for qid, question in request["questions"].items():
+            unit = zlib.crc32(qid.encode(), seed) / 2**32
+            if question["type"] == "noul":
+                answers[qid] = {"type": "noul", "noul": round(unit, 3)}
+            else:  # choice: the first option, the rest share what is left
+                options = list(question["criteria"])
+                rest = round((1 - unit) / (len(options) - 1), 3)
+                probs = {o: rest for o in options[1:]}
+                probs[options[0]] = round(1 - rest * (len(options) - 1), 3)
+                top = max(probs, key=probs.__getitem__)
+                answers[qid] = {
+                    "type": "choice", "choice": top, "confidence": probs[top],
+                    "probabilities": probs,
+                }  # fmt: skip
+        usage = {"input_tokens": 260 + len(body) // 4, "output_tokens": 2 * len(answers)}
+        return orjson.dumps({"model": request["model"], "answers": answers, "usage": usage})
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.split(b"\r\n")
+                path = lines[0].split(b" ")[1]
+                length, auth = 0, b""
+                for line in lines[1:]:
+                    name, _, value = line.partition(b":")
+                    name = name.strip().lower()
+                    if name == b"content-length":
+                        length = int(value)
+                    elif name == b"authorization":
+                        auth = value.strip()
+                body = await reader.readexactly(length) if length else b""
+                status, data = await self.route(path, auth, body)
+                writer.write(
+                    b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+                    b"x-typesafe-request-id: req-%d\r\n\r\n%s"
+                    % (status, b"OK" if status == 200 else b"ERROR", len(data), self.requests, data)
+                )
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def route(self, path: bytes, auth: bytes, body: bytes) -> tuple[int, bytes]:
+        if path == b"/bench/stats":  # read and reset the counters
+            stats = {"requests": self.requests, "maxInFlight": self.max_in_flight}
+            self.requests = self.max_in_flight = 0
+            return 200, orjson.dumps(stats)
+        if path != b"/v1/systemone":
+            return 404, b'{"error":{"message":"not found"}}'
+        if auth != b"Bearer " + KEY.encode():
+            return 401, b'{"error":{"message":"invalid api key"}}'
+        self.requests += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.latency_s)
+            return 200, self.answer(body)
+        finally:
+            self.in_flight -= 1
+
+
+async def serve(latency_s: float) -> None:
+    server = Server(latency_s)
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, backlog=4096)
+    port = listener.sockets[0].getsockname()[1]
+    print(f"http://127.0.0.1:{port}", flush=True)
+    async with listener:
+        await listener.serve_forever()
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen[str]
+    url: str
+
+    @classmethod
+    def start(cls, latency_ms: float) -> ServerProcess:
+        command = [sys.executable, __file__, "--serve", "--latency-ms", str(latency_ms)]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        assert process.stdout is not None
+        return cls(process, process.stdout.readline().strip())
+
+    def cpu_s(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stats(self) -> dict[str, int]:
+        with urllib.request.urlopen(f"{self.url}/bench/stats", timeout=10) as response:
+            data: dict[str, int] = orjson.loads(response.read())
+            return data
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+# --- the client runs ------------------------------------------------------------------------
+
+
+def write_rows(path: Path, rows: int, seed: int = 1) -> Path:
+    """Rows of 3 contexts, no reference answer: 8 questions, ~1,160 input tokens a request."""
+    rng = random.Random(seed)
+    with path.open("wb") as handle:
+        for i in range(rows):
+            row = {
+                "id": f"ceil-{i:07d}",
+                "question": sentence(rng, 10).rstrip(".") + "?",
+                "contexts": [
+                    {"id": f"c{k + 1}", "text": " ".join(sentence(rng, 14) for _ in range(4))}
+                    for k in range(3)
+                ],
+                "answer": " ".join(sentence(rng, 12) for _ in range(3)),
+                "expected": {"diagnosis": rng.choice(LABELS)},
+                "baseline": {"diagnosis": rng.choice(LABELS), "confidence": rng.random()},
+            }
+            handle.write(orjson.dumps(row) + b"\n")
+    return path
+
+
+@dataclass
+class Run:
+    stack: str
+    concurrency: int
+    latency_ms: float
+    rows: int
+    wall_s: float
+    cpu_s: float
+    run_rate: float
+    peak_client: int
+    peak_server: int
+    server_cpu_ms: float  # per request
+
+    @property
+    def ideal(self) -> float:
+        return min(self.concurrency, self.rows) / (self.latency_ms / 1000)
+
+    @property
+    def whole_rate(self) -> float:
+        return self.rows / self.wall_s
+
+    def line(self, reference: Run | None) -> str:
+        if self.stack.startswith("replay"):  # no service latency: no ideal
+            return (
+                f"| {self.stack} | {self.concurrency} | - | {self.rows} | - "
+                f"| {self.run_rate:.0f} | - | - | {self.cpu_s / self.rows * 1000:.2f} | - | - |"
+            )
+        text = (
+            f"| {self.stack} | {self.concurrency} | {self.latency_ms:g} | {self.rows} "
+            f"| {self.ideal:.0f} | {self.run_rate:.0f} | {self.run_rate / self.ideal:.2f} "
+            f"| {self.whole_rate / self.ideal:.2f} | {self.cpu_s / self.rows * 1000:.2f} "
+            f"| {self.peak_client} / {self.peak_server} | {self.server_cpu_ms:.2f} |"
+        )
+        if reference is not None:
+            text += (
+                f" {self.run_rate / reference.run_rate:.2f}x rows/s, "
+                f"{reference.cpu_s / self.cpu_s:.2f}x less CPU |"
+            )
+        return text
+
+
+HEADER = (
+    "| stack | concurrency | latency ms | rows | ideal rows/s | rows/s | of ideal (run) "
+    "| of ideal (whole) | client CPU ms/row | peak in flight client / server "
+    "| server CPU ms/req |"
+)
+
+
+class Bench:
+    def __init__(self, tmp: Path, stacks: dict[str, Path], without_sniffio: bool) -> None:
+        self.tmp = tmp
+        self.stacks = stacks
+        self.without_sniffio = without_sniffio
+        self.servers: dict[float, ServerProcess] = {}
+        self.datasets: dict[int, Path] = {}
+        (tmp / "cwd").mkdir()
+
+    def server(self, latency_ms: float) -> ServerProcess:
+        if latency_ms not in self.servers:
+            self.servers[latency_ms] = ServerProcess.start(latency_ms)
+        return self.servers[latency_ms]
+
+    def dataset(self, rows: int) -> Path:
+        if rows not in self.datasets:
+            self.datasets[rows] = write_rows(self.tmp / f"rows-{rows}.jsonl", rows)
+        return self.datasets[rows]
+
+    def client(self, stack: str, args: list[str]) -> tuple[float, float, int]:
+        """Wall seconds, user+sys CPU seconds and the exit code of one ``ragbatch`` process."""
+        prelude = (NO_SNIFFIO if self.without_sniffio else "") + (
+            HTTPX2 if stack == "httpx2" else ""
+        )
+        entry = ["-c", prelude + LAUNCH] if prelude else ["-m", "ragbatch"]
+        env = {**os.environ, "PYTHONPATH": str(self.stacks[stack])}
+        started = time.perf_counter()
+        # A neutral working directory: with ``-m`` the current one comes first on sys.path.
+        process = subprocess.Popen(
+            [sys.executable, *entry, "run", *args], env=env, cwd=self.tmp / "cwd"
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        return wall, usage.ru_utime + usage.ru_stime, process.returncode
+
+    def origin(self, stack: str) -> str:
+        """Where a client process of ``stack`` imports ragbatch from (printed as a check)."""
+        env = {**os.environ, "PYTHONPATH": str(self.stacks[stack])}
+        code = "import ragbatch.providers.transport as t; print(t.__file__)"
+        return subprocess.run(
+            [sys.executable, "-c", code], env=env, cwd=self.tmp / "cwd",
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+
+    def run(
+        self, stack: str, concurrency: int, latency_ms: float, rows: int, offline: bool = False
+    ) -> Run:
+        server = self.server(latency_ms)
+        tag = f"{stack}-{concurrency}-{latency_ms:g}-{rows}"
+        record = self.tmp / f"record-{tag}{'-offline' if offline else ''}.json"
+        args = [
+            str(self.dataset(rows)), "--provider", "jev", "--model", MODEL,
+            "--base-url", server.url, "--api-key", KEY, "--cache-dir", str(self.tmp / tag),
+            "--concurrency", str(concurrency), "--out", str(self.tmp / "report.json"),
+            "--run-record", str(record), "--quiet",
+            "--pricing", str(ROOT / "pricing/typesafe-2026-12.json"),
+            *(["--offline"] if offline else []),
+        ]  # fmt: skip
+        server.stats()
+        server_before = server.cpu_s()
+        wall, cpu, code = self.client(stack, args)
+        server_cpu = server.cpu_s() - server_before
+        seen = server.stats()
+        if code != 0:
+            raise SystemExit(f"ragbatch exited {code} ({stack}, concurrency {concurrency})")
+        data = orjson.loads(record.read_bytes())
+        assert data["rows"] == rows, data["rows"]
+        return Run(
+            stack="replay " + stack if offline else stack,
+            concurrency=concurrency,
+            latency_ms=latency_ms,
+            rows=rows,
+            wall_s=wall,
+            cpu_s=cpu,
+            run_rate=data["rowsPerSecond"],
+            peak_client=data.get("rateControl", {}).get("peakInFlight", 0),
+            peak_server=seen["maxInFlight"],
+            server_cpu_ms=server_cpu / max(seen["requests"], 1) * 1000,
+        )
+
+    def close(self) -> None:
+        for server in self.servers.values():
+            server.stop()
+
+
+def archive(rev: str, into: Path) -> Path:
+    """The ``ragbatch`` package as it was at git revision ``rev``."""
+    into.mkdir()
+    tar = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "ragbatch"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    return into
+
+
+def parse_case(text: str) -> tuple[int, float, int]:
+    concurrency, latency, rows = text.split(":")
+    return int(concurrency), float(latency), int(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--concurrency", default="32,64,128,256,512")
+    parser.add_argument("--latency-ms", type=float, default=250)
+    parser.add_argument("--rows", type=int, default=8000)
+    parser.add_argument("--waves", type=int, default=32)
+    parser.add_argument("--case", action="append", type=parse_case)
+    parser.add_argument("--reference", metavar="REV")
+    parser.add_argument("--without-sniffio", action="store_true")
+    parser.add_argument("--httpx2", action="store_true", help="also run the httpx2 stack")
+    parser.add_argument("--no-replay", action="store_true")
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(args.latency_ms / 1000))
+        return
+    sweep = [int(c) for c in args.concurrency.split(",") if c]
+    cases = [(c, args.latency_ms, min(args.rows, args.waves * c)) for c in sweep]
+    cases += args.case if args.case is not None else [(32, 200.0, 3200)]
+    print(
+        f"os.cpu_count() {os.cpu_count()}; load average before {os.getloadavg()[0]:.2f}; "
+        f"python {sys.version.split()[0]}; sniffio {'hidden' if args.without_sniffio else 'as installed'}"
+    )
+    with tempfile.TemporaryDirectory(prefix="bench-ceiling-") as tmp_name:
+        tmp = Path(tmp_name)
+        stacks = {"this": ROOT}
+        if args.httpx2:
+            stacks["httpx2"] = ROOT
+        if args.reference:
+            stacks[args.reference] = archive(args.reference, tmp / "reference")
+        bench = Bench(tmp, stacks, args.without_sniffio)
+        for name in stacks:
+            print(f"stack {name}: {bench.origin(name)}")
+        print(HEADER + (" this vs reference |" if args.reference else ""))
+        print("|---" * (11 + bool(args.reference)) + "|")
+        try:
+            for concurrency, latency, rows in cases:
+                results = {name: bench.run(name, concurrency, latency, rows) for name in stacks}
+                for name, result in results.items():
+                    reference = results.get(args.reference) if name == "this" else None
+                    print(result.line(reference), flush=True)
+            if not args.no_replay and 256 in sweep:
+                rows = min(args.rows, args.waves * 256)
+                for name in stacks:
+                    if name != "httpx2":  # replays send nothing: the same code as "this"
+                        print(bench.run(name, 256, args.latency_ms, rows, offline=True).line(None))
+        finally:
+            bench.close()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(
+        f"load average after {os.getloadavg()[0]:.2f}; this script's own CPU "
+        f"{usage.ru_utime + usage.ru_stime:.1f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
