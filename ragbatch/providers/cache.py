@@ -28,8 +28,9 @@ from pydantic import ValidationError
 from ragbatch.core.errors import ProviderError
 from ragbatch.core.provider import Call, Provider, Reply
 from ragbatch.core.wire import parse_reply, request_key
+from ragbatch.providers.cache_lease import LeaseOp
 from ragbatch.providers.cache_store import ReplyCache, UnreadableEntry, open_store
-from ragbatch.providers.cache_writer import GroupWriter
+from ragbatch.providers.cache_writer import GroupCommit, GroupWriter
 
 __all__ = [
     "FORMAT",
@@ -145,6 +146,11 @@ class CachedProvider:
         self._refreshed: set[str] = set()
         # Writes are group-committed (see cache_writer); each waits for its own commit.
         self._writer = GroupWriter(cache.put_many) if cache is not None else None
+        # So are the cross-process leases: one transaction lets go of the leases of rows just
+        # stored and takes those of rows about to be sent, for every row that arrived meanwhile.
+        self._leases: GroupCommit[tuple[LeaseOp, str], set[str]] | None = None
+        if cache is not None and not cache.read_only:
+            self._leases = GroupCommit(cache.exchange_leases)
 
     def key_for(self, call: Call) -> str:
         return request_key(self.endpoint, call.request)
@@ -205,7 +211,7 @@ class CachedProvider:
                 await self._writer.put(key, encode_entry(reply, key))  # returns once committed
             finally:  # stored (or failed): a process waiting for this key may go on
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self.cache.release_lease, key)
+                    await self._let_go(key)
             self.stats.writes += 1
             self._refreshed.add(key)
             return reply
@@ -217,7 +223,8 @@ class CachedProvider:
         """Take the cross-process lease of ``key``, waiting while another process holds it;
         the reply that process stored, if any, instead of the lease (then nothing is sent)."""
         delay, waited = POLL_FIRST_S, False
-        while not await anyio.to_thread.run_sync(cache.acquire_lease, key):
+        assert self._leases is not None  # a writable cache
+        while key not in await self._leases.submit(("acquire", key)):
             if not waited:
                 self.stats.deduplicated += 1
                 waited = True
@@ -228,8 +235,12 @@ class CachedProvider:
         # The holder before us stores its reply before it lets the lease go.
         hit = self._lookup(key, call)
         if hit is not None:
-            await anyio.to_thread.run_sync(cache.release_lease, key)
+            await self._let_go(key)
         return hit
+
+    async def _let_go(self, key: str) -> None:
+        assert self._leases is not None
+        await self._leases.submit(("release", key))
 
     async def aclose(self) -> None:
         await self.inner.aclose()

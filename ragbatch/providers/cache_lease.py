@@ -22,7 +22,9 @@ import socket
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 # Told apart from a later process that gets the same pid.
 _PROCESS_TOKEN = secrets.token_hex(8)
@@ -30,6 +32,8 @@ _HOST = socket.gethostname()
 # The owners open in this process: a lease of this process whose owner is not here is stale.
 _OPEN_OWNERS: set[str] = set()
 
+LeaseOp = Literal["acquire", "release"]
+_CHUNK = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS RagbatchLease ("
     " key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,"
@@ -92,36 +96,52 @@ class Leases:
     def acquire(self, key: str) -> bool:
         """Take the lease of ``key``: True when this owner holds it now, False while another
         live owner does."""
+        return key in self.exchange([], [key])
+
+    def exchange(self, releases: Sequence[str], acquires: Sequence[str]) -> set[str]:
+        """In one transaction, let ``releases`` go, then take what it can of ``acquires``:
+        the keys of ``acquires`` this owner holds now."""
         with self._lock:
-            if self._holder_is_live(key):
-                return False  # a plain read first: waiting takes no write lock
+            # A plain read first when only taking: waiting takes no write lock.
+            free = list(acquires) if releases else self._free(acquires)
+            if not free and not releases:
+                return set()
             self._con.execute("BEGIN IMMEDIATE")
             try:
-                taken = not self._holder_is_live(key)
-                if taken:
-                    self._con.execute(
-                        "INSERT OR REPLACE INTO RagbatchLease VALUES (?, ?, ?, ?, ?, ?)",
-                        (key, self.owner, _HOST, os.getpid(), _PROCESS_TOKEN,
-                         time.time() + self.ttl_s),
-                    )  # fmt: skip
+                self._con.executemany(
+                    "DELETE FROM RagbatchLease WHERE key = ? AND owner = ?",
+                    [(key, self.owner) for key in releases],
+                )
+                free = self._free(free)
+                expires = time.time() + self.ttl_s
+                self._con.executemany(
+                    "INSERT OR REPLACE INTO RagbatchLease VALUES (?, ?, ?, ?, ?, ?)",
+                    [(key, self.owner, _HOST, os.getpid(), _PROCESS_TOKEN, expires)
+                     for key in free],
+                )  # fmt: skip
             except BaseException:
                 self._con.execute("ROLLBACK")
                 raise
             self._con.execute("COMMIT")
-        return taken
+        return set(free)
 
-    def _holder_is_live(self, key: str) -> bool:
-        row = self._con.execute(
-            "SELECT owner, host, pid, process, expires FROM RagbatchLease WHERE key = ?", (key,)
-        ).fetchone()
-        return row is not None and self._is_live(row, time.time())
+    def _free(self, keys: Sequence[str]) -> list[str]:
+        """The keys (in order, once each) no other live owner holds."""
+        wanted = list(dict.fromkeys(keys))
+        now, live = time.time(), set[str]()
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            rows = self._con.execute(
+                "SELECT key, owner, host, pid, process, expires FROM RagbatchLease"
+                f" WHERE key IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+            live.update(row[0] for row in rows if self._is_live(row[1:], now))
+        return [key for key in wanted if key not in live]
 
     def release(self, key: str) -> None:
         """Let the lease of ``key`` go (only if this owner holds it)."""
-        with self._lock:
-            self._con.execute(
-                "DELETE FROM RagbatchLease WHERE key = ? AND owner = ?", (key, self.owner)
-            )
+        self.exchange([key], [])
 
     def close(self) -> None:
         """Let every lease of this owner go and close the connection."""

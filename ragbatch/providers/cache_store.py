@@ -29,7 +29,7 @@ from pathlib import Path
 import diskcache
 
 from ragbatch.core.errors import CacheError
-from ragbatch.providers.cache_lease import Leases
+from ragbatch.providers.cache_lease import LeaseOp, Leases
 
 # Far above any real cache: diskcache must never evict an entry to fit.
 SIZE_LIMIT = 2**40
@@ -178,21 +178,29 @@ class ReplyCache:
     def acquire_lease(self, key: str) -> bool:
         """Take the cross-process lease of ``key`` (see :mod:`ragbatch.providers.cache_lease`):
         True when this cache object holds it now, False while another live process does."""
+        return key in self.acquire_leases([key])
+
+    def acquire_leases(self, keys: Sequence[str]) -> set[str]:
+        """Take the leases of ``keys`` in one transaction: the keys held now."""
+        return self.exchange_leases([("acquire", key) for key in keys])
+
+    def release_lease(self, key: str) -> None:
+        """Let the lease of ``key`` go, once its reply is stored (or its call failed)."""
+        if self._leases is not None:
+            self.exchange_leases([("release", key)])
+
+    def exchange_leases(self, ops: Sequence[tuple[LeaseOp, str]]) -> set[str]:
+        """Let go of the ``release`` keys, then take the ``acquire`` ones, in one transaction
+        (a batch of both: see ``cache_writer.GroupCommit``): the acquired keys held now."""
         if self._store is None:
             raise CacheError(f"cache directory {self.directory} is open read-only")
+        releases = [key for op, key in ops if op == "release"]
+        acquires = [key for op, key in ops if op == "acquire"]
         try:
             with self._lock:  # called from several threads at once: one Leases object
                 if self._leases is None:
                     self._leases = Leases(self.db_path, self.lease_s)
-            return self._leases.acquire(key)
-        except SQLITE_FAILURES as exc:
-            raise store_error(self.directory, exc) from None
-
-    def release_lease(self, key: str) -> None:
-        """Let the lease of ``key`` go, once its reply is stored (or its call failed)."""
-        try:
-            if self._leases is not None:
-                self._leases.release(key)
+            return self._leases.exchange(releases, acquires)
         except SQLITE_FAILURES as exc:
             raise store_error(self.directory, exc) from None
 

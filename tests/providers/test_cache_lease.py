@@ -26,7 +26,7 @@ from ragbatch.core.questions import build_request
 from ragbatch.core.schema import Row
 from ragbatch.data.jsonl import DatasetReader
 from ragbatch.providers.cache import CachedProvider, ReplyCache
-from ragbatch.providers.cache_lease import _HOST, Leases
+from ragbatch.providers.cache_lease import _HOST, LeaseOp, Leases
 from ragbatch.providers.jev import JevProvider, JevSettings
 from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.testing import Fault, JevServer
@@ -194,3 +194,39 @@ def test_a_live_holder_keeps_its_lease(tmp_path: Path, holder: str) -> None:
             other.kill()
             other.wait()
         cache.close()
+
+
+def test_one_transaction_lets_leases_go_and_takes_others(tmp_path: Path) -> None:
+    cache, other = ReplyCache(tmp_path / "cache"), ReplyCache(tmp_path / "cache")
+    try:
+        assert cache.exchange_leases([("acquire", "a"), ("acquire", "b")]) == {"a", "b"}
+        assert other.exchange_leases([("acquire", "a"), ("acquire", "x")]) == {"x"}
+        # releases come first: a key let go and taken back in one batch stays ours
+        batch: list[tuple[LeaseOp, str]] = [
+            ("release", "a"),
+            ("acquire", "c"),
+            ("release", "b"),
+            ("acquire", "b"),
+        ]
+        assert cache.exchange_leases(batch) == {"b", "c"}
+        assert other.exchange_leases([("acquire", "a"), ("acquire", "b")]) == {"a"}
+    finally:
+        cache.close()
+        other.close()
+
+
+@pytest.mark.anyio
+async def test_concurrent_misses_share_lease_transactions(
+    start_jev_server: StartServer, tmp_path: Path
+) -> None:
+    server = start_jev_server(latency_s=0.2)
+    settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
+    cached = CachedProvider(JevProvider(settings, RateLimiter(40)), ReplyCache(tmp_path / "cache"))
+    async with anyio.create_task_group() as tg:
+        for index in range(40):
+            tg.start_soon(cached.fetch_answers, call(index))
+    assert server.successful == 40 and cached.stats.misses == 40
+    assert cached._leases is not None
+    # 40 takes and 40 releases, in a handful of batches (each row's take and release alone: 80)
+    assert cached._leases.commits <= 10
+    await cached.aclose()
