@@ -37,7 +37,7 @@ from ragbatch.report.models import Report, RowResult
 from ragbatch.run.config import JobConfig, JobResult, RowSource
 from ragbatch.run.job import evaluate_async as _evaluate_job
 from ragbatch.run.options import ENVIRONMENT, OPTION_NAMES, PATH_OPTIONS, RunOptions, job_config
-from ragbatch.run.views import write_views
+from ragbatch.run.views import reread, write_views
 from ragbatch.run.workers import run_workers
 
 API_OPTIONS: tuple[str, ...] = tuple(name for name in OPTION_NAMES if name != "dataset")
@@ -267,16 +267,6 @@ async def _evaluate(data: Any, options: Mapping[str, Any], run: JobRunner) -> Ev
             rows: Iterable[Row] = source.rows if source.rows is not None else reread(config)
             write_views(result.report, rows, checked.markdown, checked.html)
     return Evaluation(result.report, checked.rows_out)
-
-
-def reread(config: JobConfig) -> Iterable[Row]:
-    return open_dataset(
-        config.dataset,
-        config.format,
-        mapping=config.mapping,
-        outputs=config.outputs,
-        ignore_unknown_fields=config.ignore_unknown_fields,
-    )
 
 
 async def evaluate_async(data: Any, **options: Any) -> Evaluation:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -25,8 +24,6 @@ from ragbatch.core.errors import (
     RagbatchError,
 )
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
-from ragbatch.core.schema import Row
-from ragbatch.data.formats import open_dataset
 from ragbatch.data.output import check_output
 from ragbatch.providers.jev import DEFAULT_BASE_URL
 from ragbatch.report.html import require_html_extra
@@ -38,13 +35,12 @@ from ragbatch.run.job import (
     DEFAULT_OUT,
     DEFAULT_PRICING,
     PRICING_NAME,
-    JobConfig,
     run_job,
     write_bytes,
 )
 from ragbatch.run.options import RunOptions, job_config
 from ragbatch.run.stop import StopWatch
-from ragbatch.run.views import write_views
+from ragbatch.run.views import reread, write_views
 from ragbatch.run.workers import run_workers
 
 app = typer.Typer(
@@ -61,19 +57,6 @@ app = typer.Typer(
 def fail(error: RagbatchError) -> typer.Exit:
     typer.echo(f"error: {error}", err=True)
     return typer.Exit(error.exit_code)
-
-
-def dataset_rows(config: JobConfig, html: Path | None) -> Iterable[Row]:
-    """The run's rows read again, in its format (only the HTML view needs them)."""
-    if html is None:
-        return ()
-    return open_dataset(
-        config.dataset,
-        config.format,
-        mapping=config.mapping,
-        outputs=config.outputs,
-        ignore_unknown_fields=config.ignore_unknown_fields,
-    )
 
 
 @app.command()
@@ -346,7 +329,7 @@ def run(
     except KeyboardInterrupt:  # SIGINT outside the run's own handling (start-up, a second one)
         raise fail(Interrupted("interrupted by SIGINT", signal.SIGINT)) from None
     try:
-        write_views(result.report, dataset_rows(config, html), markdown, html)
+        write_views(result.report, reread(config) if html else (), markdown, html)
     except RagbatchError as error:
         raise fail(error) from None
     if not quiet:

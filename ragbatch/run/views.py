@@ -10,10 +10,23 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ragbatch.core.schema import Row
+from ragbatch.data.formats import open_dataset
 from ragbatch.data.output import write_bytes
 from ragbatch.report.html import report_html
 from ragbatch.report.markdown import report_markdown
 from ragbatch.report.models import Report
+from ragbatch.run.config import JobConfig
+
+
+def reread(config: JobConfig) -> Iterable[Row]:
+    """The run's rows read again from its dataset, in its format (for the HTML view)."""
+    return open_dataset(
+        config.dataset,
+        config.format,
+        mapping=config.mapping,
+        outputs=config.outputs,
+        ignore_unknown_fields=config.ignore_unknown_fields,
+    )
 
 
 def write_views(
