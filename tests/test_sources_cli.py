@@ -140,3 +140,49 @@ def test_readme_source_examples_run(jev_server: JevServer, tmp_path: Path) -> No
     for sample, fmt in examples:
         code, text = run(jev_server, tmp_path, ROOT / sample, fmt)
         assert code in (0, 1), (sample, text)
+
+
+def export(report_path: Path, fmt: str, out: Path) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(
+        app, ["export", str(report_path), "--format", fmt, "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    return [orjson.loads(line) for line in out.read_bytes().splitlines()]
+
+
+def root_spans(otlp: Path) -> dict[str, str]:
+    """trace id -> the span id of its root (the span without a parent) in an OTLP export."""
+    data = orjson.loads(otlp.read_bytes())
+    return {
+        span["traceId"]: span["spanId"]
+        for resource in data["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+        if not span.get("parentSpanId")
+    }
+
+
+def test_openinference_rows_go_back_to_phoenix_on_their_root_spans(
+    jev_server: JevServer, tmp_path: Path
+) -> None:
+    sample = SAMPLES / "openinference-otlp.json"
+    data = report(jev_server, tmp_path, sample, "openinference")
+    annotations = export(tmp_path / "r.json", "phoenix", tmp_path / "phoenix.jsonl")
+    roots = root_spans(sample)
+    assert len(annotations) == len(rows(data)) == len(roots) == 2
+    for row, note in zip(rows(data), annotations, strict=True):
+        assert note["span_id"] == roots[row["traceId"]] == row["spans"]["root"]
+        # the cascade's verdict, else (no fallback verdict: no baseline here) Jev's own
+        assert note["label"] == row["cascade"].get("diagnosis", row["diagnosis"])
+
+
+def test_langfuse_traces_go_back_as_scores_on_their_trace_ids(
+    jev_server: JevServer, tmp_path: Path
+) -> None:
+    sample = SAMPLES / "langfuse-export.json"
+    data = report(jev_server, tmp_path, sample, "langfuse")
+    scores = export(tmp_path / "r.json", "langfuse", tmp_path / "scores.jsonl")
+    trace_ids = [trace["id"] for trace in orjson.loads(sample.read_bytes())]
+    assert [row["traceId"] for row in rows(data)] == trace_ids
+    # two scores a row (diagnosis, pass), each on its row's trace
+    assert [score["traceId"] for score in scores] == [t for t in trace_ids for _ in range(2)]
