@@ -47,6 +47,11 @@ class GroupCommit(Generic[T, R]):
         self._thread = anyio.CapacityLimiter(1)
         self.commits = 0
 
+    @property
+    def pending(self) -> int:
+        """Items waiting for the next commit."""
+        return len(self._batch.items)
+
     async def submit(self, item: T) -> R:
         """Commit ``item`` with whatever else is waiting; returns once it is committed (raises
         what the commit raised)."""

@@ -12,8 +12,9 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -217,16 +218,32 @@ def test_one_transaction_lets_leases_go_and_takes_others(tmp_path: Path) -> None
 
 @pytest.mark.anyio
 async def test_concurrent_misses_share_lease_transactions(
-    start_jev_server: StartServer, tmp_path: Path
+    start_jev_server: StartServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server = start_jev_server(latency_s=0.2)
+    server = start_jev_server()
+    cache = ReplyCache(tmp_path / "cache")
+    gate, sizes = threading.Event(), list[int]()
+    exchange = cache.exchange_leases
+
+    def first_one_slow(ops: Sequence[tuple[LeaseOp, str]]) -> set[str]:
+        if not sizes:
+            gate.wait(10)  # the other rows' leases pile up behind the first commit
+        sizes.append(len(ops))
+        return exchange(ops)
+
+    monkeypatch.setattr(cache, "exchange_leases", first_one_slow)
     settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
-    cached = CachedProvider(JevProvider(settings, RateLimiter(40)), ReplyCache(tmp_path / "cache"))
+    cached = CachedProvider(JevProvider(settings, RateLimiter(40)), cache)
+    assert cached._leases is not None
+    leases = cached._leases
     async with anyio.create_task_group() as tg:
         for index in range(40):
             tg.start_soon(cached.fetch_answers, call(index))
+        with anyio.fail_after(10):
+            while leases.pending < 39:
+                await anyio.sleep(0.01)
+        gate.set()
     assert server.successful == 40 and cached.stats.misses == 40
-    assert cached._leases is not None
-    # 40 takes and 40 releases, in a handful of batches (each row's take and release alone: 80)
-    assert cached._leases.commits <= 10
+    # the first take alone, then the 39 that waited in one transaction; 40 releases after
+    assert sizes[:2] == [1, 39] and sum(sizes) == 80
     await cached.aclose()
