@@ -170,6 +170,9 @@ class JevProvider:
         # flight (at most --concurrency, since the limiter bounds the calls in flight).
         self.client = client or LeanClient(settings.base_url, settings.attempt_timeout_s)
         self._auth = {"Authorization": f"Bearer {settings.api_key}"}
+        # A client whose timeout bounds each call as a whole needs no second scope around it.
+        whole_call = getattr(self.client, "whole_call_s", None)
+        self._attempt_scope = whole_call is None or whole_call > settings.attempt_timeout_s
         self.retries: Counter[str] = Counter()
 
     def _wait(self, state: RetryCallState) -> float:
@@ -191,12 +194,16 @@ class JevProvider:
             try:
                 # the whole attempt, not each read: a reply trickling in a byte at a time
                 # must not hold the row until its deadline
-                with anyio.fail_after(self.settings.attempt_timeout_s):
-                    response = await self.client.post(
-                        ENDPOINT,
-                        content=call.request.body(),
-                        headers={**self._auth, "Content-Type": "application/json"},
-                    )
+                sending = self.client.post(
+                    ENDPOINT,
+                    content=call.request.body(),
+                    headers={**self._auth, "Content-Type": "application/json"},
+                )
+                if self._attempt_scope:
+                    with anyio.fail_after(self.settings.attempt_timeout_s):
+                        response = await sending
+                else:
+                    response = await sending
             except (httpx.TimeoutException, TimeoutError):
                 self.limiter.settle(estimate, 0)
                 raise ProviderError(
@@ -282,6 +289,24 @@ class JevProvider:
         start = self.redact(response.text)[:80].strip()
         return f"{kind}, {len(response.content)} bytes" + (f": {start}" if start else "")
 
+    def _retrying(self, before_sleep: Callable[[RetryCallState], None]) -> AsyncRetrying:
+        return AsyncRetrying(
+            stop=stop_after_attempt(self.settings.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+
+    async def _again(
+        self, failed: list[ProviderError], call: Call, estimate: int
+    ) -> tuple[Reply, float]:
+        """Tenacity's attempts after a failed first one: its first outcome is that failure
+        (so counts, backoff and stop are those of one loop over every attempt)."""
+        if failed:
+            raise failed.pop()
+        return await self._attempt(call, estimate)
+
     async def fetch_answers(self, call: Call) -> Reply:
         too_large = oversize_reason(call.request, self.settings.limits)
         if too_large is not None:  # the service would refuse it (or bill it in full)
@@ -297,16 +322,18 @@ class JevProvider:
             retries[tag] += 1
             self.retries[tag] += 1
 
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.settings.max_retries + 1),
-            wait=self._wait,
-            retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable),
-            before_sleep=count_retry,
-            reraise=True,
-        )
         try:
             with anyio.fail_after(self.settings.row_deadline_s):
-                result: tuple[Reply, float] = await retrying(self._attempt, call, estimate)
+                first: list[ProviderError] = []
+                try:  # the first attempt outside tenacity: most rows need no other
+                    result: tuple[Reply, float] = await self._attempt(call, estimate)
+                except ProviderError as failed:
+                    if not failed.retryable or self.settings.max_retries < 1:
+                        raise
+                    first.append(failed)
+                if first:  # then the same loop as from the start, this failure its first outcome
+                    retrying = self._retrying(count_retry)
+                    result = await retrying(self._again, first, call, estimate)
                 reply, latency_ms = result
         except TimeoutError:
             error = ProviderError(

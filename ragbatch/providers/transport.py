@@ -15,7 +15,8 @@ Scope, which is what the Jev and chat clients need: HTTP/1.1 over TCP or TLS (on
 context for all connections), no proxies (an explicit transport never used them), bodies
 framed by Content-Length, chunked or read to close, each read whole before the response is
 returned (replies are small). The connect timeout bounds the connect, the read timeout the whole
-exchange; failures raise httpx's own exceptions, so callers see the httpx API unchanged.
+exchange, or a ``deadline`` extension (anyio's clock) the whole call, connect included (what
+:class:`LeanClient` sets: one cancel scope a call on a kept-alive connection); failures raise httpx's own exceptions, so callers see the httpx API unchanged.
 """
 
 from __future__ import annotations
@@ -53,10 +54,14 @@ def _mapped(
     error: type[httpx.TransportError],
     request: httpx.Request,
     seconds: float | None,
+    deadline: float | None = None,
 ) -> Iterator[None]:
-    """Run the block within ``seconds``; anyio/OS failures become httpx exceptions."""
+    """Run the block within ``seconds`` and by ``deadline`` (anyio's clock) if given;
+    anyio/OS failures become httpx exceptions."""
+    if deadline is not None and seconds is not None:
+        deadline = min(deadline, anyio.current_time() + seconds)
     try:
-        with anyio.fail_after(seconds):
+        with anyio.fail_at(deadline) if deadline is not None else anyio.fail_after(seconds):
             yield
     except TimeoutError:
         raise timeout("timed out", request=request) from None
@@ -143,7 +148,9 @@ class FanOutTransport(httpx.AsyncBaseTransport):
         tls = scheme == b"https"
         if tls and self._ssl is None:
             self._ssl = httpx.create_ssl_context()
-        with _mapped(httpx.ConnectTimeout, httpx.ConnectError, request, timeouts.get("connect")):
+        deadline = request.extensions.get("deadline")
+        connect = timeouts.get("connect")
+        with _mapped(httpx.ConnectTimeout, httpx.ConnectError, request, connect, deadline):
             if tls:
                 stream: anyio.abc.ByteStream = await anyio.connect_tcp(
                     host, port, ssl_context=self._ssl, tls_hostname=host
@@ -198,7 +205,10 @@ class FanOutTransport(httpx.AsyncBaseTransport):
         timeouts = request.extensions.get("timeout", {})
         seconds = max((t for t in (timeouts.get("write"), timeouts.get("read")) if t), default=None)
         stream = connection.stream
-        with _mapped(httpx.ReadTimeout, httpx.RemoteProtocolError, request, seconds):
+        deadline = request.extensions.get("deadline")  # the whole call's, connect included
+        if deadline is not None:
+            seconds = None
+        with _mapped(httpx.ReadTimeout, httpx.RemoteProtocolError, request, seconds, deadline):
             await stream.send(_head(request, body, chunked))
             while True:
                 head = await stream.receive_until(b"\r\n\r\n", MAX_HEAD_BYTES)
@@ -276,7 +286,9 @@ class HttpClient(Protocol):
 class LeanClient:
     """What the providers use of ``httpx.AsyncClient`` (``post``, ``aclose``), sent straight to
     a :class:`FanOutTransport`: no per-call URL merging, cookie jar, auth flow, redirects or
-    event hooks (none of which the providers use). Requests and responses are httpx's own."""
+    event hooks (none of which the providers use). Requests and responses are httpx's own.
+    ``timeout`` bounds each ``post`` as a whole, connect and reply included
+    (:attr:`whole_call_s`), so a caller needs no deadline of its own around it."""
 
     def __init__(
         self,
@@ -287,6 +299,7 @@ class LeanClient:
         self.base_url = httpx.URL(base_url)
         self.transport = FanOutTransport()
         self._timeout = httpx.Timeout(timeout).as_dict()
+        self.whole_call_s = timeout
         self._urls: dict[str, httpx.URL] = {}
         self._headers = [
             (b"Host", self.base_url.netloc),
@@ -315,7 +328,10 @@ class LeanClient:
             self._url(url),
             headers=fields,
             stream=httpx.ByteStream(content),
-            extensions={"timeout": self._timeout},
+            extensions={
+                "timeout": self._timeout,
+                "deadline": anyio.current_time() + self.whole_call_s,
+            },
         )
         response = await self.transport.handle_async_request(request)
         response.request = request
