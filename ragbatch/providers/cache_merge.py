@@ -27,7 +27,13 @@ import diskcache
 
 from ragbatch.core.errors import CacheError, ConfigError
 from ragbatch.providers.cache import entry_body
-from ragbatch.providers.cache_store import SQLITE_FAILURES, ReplyCache, open_store, store_error
+from ragbatch.providers.cache_store import (
+    SQLITE_FAILURES,
+    ReplyCache,
+    open_store,
+    store_batch,
+    store_error,
+)
 
 # Entries written per SQLite transaction (one commit per entry is ~10x slower).
 _BATCH = 1000
@@ -105,15 +111,6 @@ def merge_caches(sources: Sequence[Path], target: Path) -> MergeStats:
                         continue
                     pending.append((key, value))
                     if len(pending) >= _BATCH:
-                        copied += _write(out, pending)
-                copied += _write(out, pending)
+                        copied += store_batch(out, pending)
+                copied += store_batch(out, pending)
     return MergeStats(len(sources), read, copied, present, corrupt)
-
-
-def _write(out: diskcache.Cache, pending: list[tuple[str, bytes]]) -> int:
-    with out.transact():
-        for key, value in pending:
-            out.set(key, value)
-    count = len(pending)
-    pending.clear()
-    return count

@@ -92,6 +92,16 @@ def _text(data: bytes) -> str | bytes:
         return data
 
 
+def store_batch(store: diskcache.Cache, entries: list[tuple[str, bytes]]) -> int:
+    """Store ``entries`` in one transaction (one commit), then empty the list: how many."""
+    with store.transact():
+        for key, value in entries:
+            store.set(key, value)
+    count = len(entries)
+    entries.clear()
+    return count
+
+
 def connect_read_only(directory: Path) -> sqlite3.Connection | None:
     """A connection that never writes to the directory, or None when there is no cache.db."""
     path = directory / DB_NAME
@@ -217,9 +227,7 @@ class ReplyCache:
         if self._store is None:
             raise CacheError(f"cache directory {self.directory} is open read-only")
         try:
-            with self._store.transact():
-                for key, value in entries:
-                    self._store.set(key, value)
+            store_batch(self._store, list(entries))
         except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
             raise store_error(self.directory, exc) from None
 

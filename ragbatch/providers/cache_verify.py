@@ -22,11 +22,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import diskcache
-
 from ragbatch.core.errors import CacheError
 from ragbatch.providers.cache import entry_body
-from ragbatch.providers.cache_store import DB_NAME, connect_read_only, open_store, read_value
+from ragbatch.providers.cache_store import (
+    DB_NAME,
+    connect_read_only,
+    open_store,
+    read_value,
+    store_batch,
+)
 
 # What reading a damaged row raises (a lock or permission problem is not caught).
 _DAMAGE = (sqlite3.DatabaseError, UnicodeDecodeError)
@@ -159,8 +163,8 @@ def repair_cache(directory: Path) -> RepairResult:
                 continue
             pending.append((key, value))
             if len(pending) >= _BATCH:
-                kept += _write(store, pending)
-        kept += _write(store, pending)
+                kept += store_batch(store, pending)
+        kept += store_batch(store, pending)
     finally:
         store.close()
         if con is not None:
@@ -176,12 +180,3 @@ def repair_cache(directory: Path) -> RepairResult:
     os.replace(staging, directory)
     shutil.rmtree(old, ignore_errors=True)
     return RepairResult(kept, dropped)
-
-
-def _write(store: diskcache.Cache, pending: list[tuple[str, bytes]]) -> int:
-    with store.transact():
-        for key, value in pending:
-            store.set(key, value)
-    count = len(pending)
-    pending.clear()
-    return count
