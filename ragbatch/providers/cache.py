@@ -42,6 +42,7 @@ __all__ = [
     "encode_entry",
     "entry_body",
     "open_store",
+    "read_raw",
     "recorded_models",
 ]
 
@@ -128,6 +129,17 @@ def recorded_models(cache: ReplyCache, limit: int = 1000) -> list[str]:
     return sorted(models)
 
 
+def read_raw(cache: ReplyCache, key: str, stats: CacheStats, warnings: list[str]) -> bytes | None:
+    """The stored bytes of ``key``, or None; an entry SQLite could not read (and dropped) is
+    counted corrupt, said in ``warnings`` and read as a miss (it is fetched again)."""
+    try:
+        return cache.get(key)
+    except UnreadableEntry as exc:
+        stats.corrupt += 1
+        warnings.append(str(exc))
+        return None
+
+
 class CachedProvider:
     """Wraps a provider: answers from the cache when it can, stores what it fetched."""
 
@@ -160,12 +172,7 @@ class CachedProvider:
             return None
         # A read is a fast indexed SQLite lookup: done inline (a thread hop per row would
         # halve warm-replay throughput). Writes, which may wait on the WAL, go to a thread.
-        try:
-            data = self.cache.get(key)
-        except UnreadableEntry as exc:
-            self.stats.corrupt += 1
-            self.warnings.append(str(exc))
-            return None
+        data = read_raw(self.cache, key, self.stats, self.warnings)
         if data is None:
             return None
         try:

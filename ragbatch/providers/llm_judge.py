@@ -32,8 +32,7 @@ from ragbatch.core.errors import ConfigError, ProviderError
 from ragbatch.core.provider import BaselineReply
 from ragbatch.core.schema import DIAGNOSES, Claim, Diagnosis, Row, TokenUsage
 from ragbatch.core.wire import canonical_json
-from ragbatch.providers.cache import CacheStats, ReplyCache
-from ragbatch.providers.cache_store import UnreadableEntry
+from ragbatch.providers.cache import CacheStats, ReplyCache, read_raw
 from ragbatch.providers.chat_client import (
     API_KEY_ENV,
     CHAT_ENDPOINT,
@@ -214,12 +213,7 @@ class LlmJudge:
     def _lookup(self, key: str) -> BaselineReply | None:
         if self.cache is None:
             return None
-        try:
-            data = self.cache.get(key)
-        except UnreadableEntry as exc:
-            self.stats.corrupt += 1
-            self.warnings.append(str(exc))
-            return None
+        data = read_raw(self.cache, key, self.stats, self.warnings)
         if data is None:
             return None
         try:
