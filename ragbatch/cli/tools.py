@@ -36,7 +36,7 @@ from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKEN
 from ragbatch.data.counterfactual import write_counterfactuals
 from ragbatch.data.formats import open_dataset
 from ragbatch.data.jsonl import DatasetReader
-from ragbatch.data.output import check_output
+from ragbatch.files import check_output
 from ragbatch.providers.cache import ReplyCache
 from ragbatch.providers.jev import DEFAULT_MODEL, ENDPOINT
 from ragbatch.providers.mock import MOCK_MODEL

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragbatch.core.schema import Context, Out, Row
-from ragbatch.data.output import atomic_file
+from ragbatch.files import atomic_file
 
 SUFFIX = "#cf"
 COUNTERFACTUAL_DIAGNOSIS = "RETRIEVAL_INSUFFICIENT"
