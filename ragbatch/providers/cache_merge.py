@@ -38,7 +38,7 @@ from ragbatch.providers.cache_store import (
     store_batch,
     store_error,
 )
-from ragbatch.providers.cache_swap import sync_tree
+from ragbatch.providers.cache_swap import finish_interrupted_swap, sync_tree
 from ragbatch.providers.cache_verify import check_entry, scan_entries, verify_cache
 
 # Entries handed to SQLite at a time (bounded memory; the whole merge is one transaction).
@@ -122,6 +122,7 @@ def merge_caches(sources: Sequence[Path], target: Path) -> MergeStats:
     if target.resolve() in {s.resolve() for s in sources}:
         raise ConfigError(f"the merge target {target} is also a source; pick a new directory")
     _verify_sources(sources)
+    finish_interrupted_swap(target)  # else a half-swapped target would look missing
     if not target.exists():
         return _build_aside(sources, target)
     with _open_target(target) as out:

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from ragbatch.providers.cache import ReplyCache
+from ragbatch.providers.cache_merge import merge_caches
 from ragbatch.providers.cache_swap import journal_of
 from ragbatch.providers.cache_verify import repair_cache, verify_cache
 
@@ -164,3 +165,14 @@ def test_repair_leaves_no_journal_and_no_hidden_folder(tmp_path: Path) -> None:
     assert (result.kept, result.dropped) == (48, 1)
     assert not verify_cache(cache).is_damaged
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+
+
+def test_a_merge_into_a_half_swapped_target_finishes_the_swap_first(tmp_path: Path) -> None:
+    cache = with_a_corrupt_entry(tmp_path / "cache")
+    crash_state(cache, "first-rename")
+    source = tmp_path / "src"
+    shutil.copytree(ROOT / "cache", source)
+    stats = merge_caches([source], cache)
+    assert (stats.copied, stats.already_present) == (0, 48)  # the repaired store, not a new one
+    assert verify_cache(cache).ok == 48
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "src"]
