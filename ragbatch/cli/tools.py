@@ -36,7 +36,7 @@ from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKEN
 from ragbatch.data.counterfactual import write_counterfactuals
 from ragbatch.data.formats import open_dataset
 from ragbatch.data.jsonl import DatasetReader
-from ragbatch.data.output import check_output
+from ragbatch.files import check_output
 from ragbatch.providers.cache import ReplyCache
 from ragbatch.providers.jev import DEFAULT_MODEL, ENDPOINT
 from ragbatch.providers.mock import MOCK_MODEL
@@ -107,7 +107,7 @@ def gate_command(
     """Fail (exit 1) when CURRENT regressed against --baseline beyond the rules.
 
     Default rules: diagnosis accuracy of Jev-only and of the cascade drop > 0.02, fallback
-    rate rise > 0.05, failure rate rise > 0.02, and (seed 004) Recall@10 drop > 0.02,
+    rate rise > 0.05, failure rate rise > 0.02, Recall@10 drop > 0.02,
     groundedness accuracy drop > 0.02, claim answer-level accuracy (citation quality) drop >
     0.05. A drop only counts when an exact paired test on per-row outcomes (McNemar / sign
     test) says it is not noise. A rules-file path in neither report is a usage error.
@@ -358,7 +358,7 @@ def audit_sample_command(
     seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
     out: Annotated[Path, typer.Option(help="JSONL for people to label.")] = Path("sample.jsonl"),
 ) -> None:
-    """A sample stratified by diagnosis and route, for people to label (seed 004: ~10%).
+    """A sample stratified by diagnosis and route, for people to label (about 10%).
 
     The first line says how to label; each other line carries the row's question, contexts
     and answer next to the judge's verdict, with empty ``human`` fields to fill in.
@@ -378,7 +378,7 @@ def agreement_command(
     labels: Annotated[Path, typer.Argument(help="The labelled sample (JSONL).")],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Judge-human agreement overall and per judgment; warns below 80% (seed 004)."""
+    """Judge-human agreement overall and per judgment; warns below 80%."""
     try:
         lines = [orjson.loads(line) for line in labels.read_bytes().splitlines() if line.strip()]
         result = agreement(read_report(report)["rows"], lines, str(labels))
