@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from ragbatch.core.errors import ProviderError
 from ragbatch.core.provider import Call, Provider, Reply
-from ragbatch.core.wire import parse_reply, request_key
+from ragbatch.core.wire import parse_reply, read_reply, request_key
 from ragbatch.providers.cache_lease import LeaseOp
 from ragbatch.providers.cache_store import ReplyCache, UnreadableEntry, open_store
 from ragbatch.providers.cache_writer import GroupCommit, GroupWriter
@@ -82,12 +82,9 @@ def entry_body(data: bytes, key: str | None = None) -> bytes:
     return body
 
 
-def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
-    """Parse and verify one entry (:func:`entry_body`, then the answers against the request);
-    ValueError when it cannot be trusted."""
-    reply = Reply.model_validate_json(entry_body(data, key))
-    # Re-check the stored answers against the request, as for a fresh reply.
-    wire = orjson.dumps(
+def _wire_bytes(reply: Reply) -> bytes:
+    """A stored reply as the service sent it (what :func:`parse_reply` checks)."""
+    return orjson.dumps(
         {
             "model": reply.model,
             "answers": {k: v.model_dump(mode="json") for k, v in reply.answers.items()},
@@ -97,8 +94,26 @@ def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
             },
         }
     )
-    parse_reply(call.request, wire)
+
+
+def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
+    """Parse and verify one entry (:func:`entry_body`, then the answers against the request);
+    ValueError when it cannot be trusted."""
+    reply = Reply.model_validate_json(entry_body(data, key))
+    # Re-check the stored answers against the request, as for a fresh reply.
+    parse_reply(call.request, _wire_bytes(reply))
     return reply
+
+
+def check_entry(data: bytes, key: str | None = None) -> None:
+    """ValueError unless an entry can be trusted as far as is known without its request:
+    header and checksum (:func:`entry_body`), and every number in range as in a fresh reply
+    (``cache verify``'s check of each entry)."""
+    reply = Reply.model_validate_json(entry_body(data, key))
+    try:
+        read_reply(_wire_bytes(reply))
+    except ProviderError as exc:
+        raise ValueError(str(exc)) from None
 
 
 @dataclass
