@@ -25,8 +25,9 @@ import anyio
 import orjson
 from pydantic import ValidationError
 
-from ragbatch.core.errors import ProviderError
+from ragbatch.core.errors import TOO_LARGE_KIND, ProviderError
 from ragbatch.core.provider import Call, Provider, Reply
+from ragbatch.core.questions import RequestLimits, oversize_reason
 from ragbatch.core.wire import parse_reply, read_reply, request_key
 from ragbatch.providers.cache_lease import LeaseOp
 from ragbatch.providers.cache_store import ReplyCache, UnreadableEntry, open_store
@@ -158,10 +159,17 @@ def read_raw(cache: ReplyCache, key: str, stats: CacheStats, warnings: list[str]
 class CachedProvider:
     """Wraps a provider: answers from the cache when it can, stores what it fetched."""
 
-    def __init__(self, inner: Provider, cache: ReplyCache | None, mode: CacheMode = "use") -> None:
+    def __init__(
+        self,
+        inner: Provider,
+        cache: ReplyCache | None,
+        mode: CacheMode = "use",
+        sizes: RequestLimits | None = None,
+    ) -> None:
         self.inner = inner
         self.cache = cache
         self.mode = mode
+        self.sizes = sizes  # a request over these is never sent, so never cached
         self.name = inner.name
         self.model = inner.model
         self.endpoint = inner.endpoint
@@ -218,6 +226,9 @@ class CachedProvider:
             return self._hit(hit)
         if self.mode == "offline":
             self.stats.misses += 1  # a miss all the same: the row fails instead of fetching
+            too_large = oversize_reason(call.request, self.sizes) if self.sizes else None
+            if too_large is not None:  # as in the live run: the replay's report is the same
+                raise ProviderError(too_large, kind=TOO_LARGE_KIND)
             raise ProviderError(
                 f"no cached reply for this request (cache key {key[:16]}…) and --offline is set",
                 kind="cache-miss",

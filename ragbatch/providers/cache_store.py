@@ -104,6 +104,8 @@ def store_batch(store: diskcache.Cache, entries: list[tuple[str, bytes]]) -> int
 
 def connect_read_only(directory: Path) -> sqlite3.Connection | None:
     """A connection that never writes to the directory, or None when there is no cache.db."""
+    if directory.exists() and not directory.is_dir():  # as for a live run: not "no cache"
+        raise CacheError(f"cannot use cache directory {directory}: it is not a directory")
     path = directory / DB_NAME
     if not path.is_file():
         return None
