@@ -17,7 +17,10 @@ import pytest
 
 from ragbatch.core.errors import EXIT_OK, EXIT_ROW_FAILURES
 from ragbatch.providers.apikey import Redactor
+from ragbatch.providers.chat_client import ChatClient
+from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.testing import Fault
+from ragbatch.testing.chat_server import ChatServer
 from tests.providers.test_jev_secrets import StartServer, run_cli
 
 # +, / and = are changed by URL encoding; the bytes give base64 runs with + and /
@@ -109,3 +112,16 @@ def test_the_redactor_leaves_other_text_alone() -> None:
     text = "HTTP 400: denied for token sk-Rb+9 (a 6-character start is not masked) req-17"
     assert redact(text) == text
     assert redact(f"a{KEY[:8]}b") == "a***b"  # an 8-character start is
+
+
+@pytest.mark.anyio
+async def test_a_judge_reply_that_echoes_the_key_is_masked() -> None:
+    # the chat server answers with the request's model; the content quotes the key encoded
+    content = json.dumps({"diagnosis": "PASS", "note": f"token {quote(KEY, safe='')}"})
+    with ChatServer(api_key=KEY, content_fn=lambda body: content) as server:
+        client = ChatClient(server.base_url, KEY, KEY, RateLimiter(1), backoff_initial_s=0.01)
+        try:
+            reply = await client.complete([{"role": "user", "content": "judge"}])
+        finally:
+            await client.aclose()
+    assert reply.model == "***" and reply.content == {"diagnosis": "PASS", "note": "token ***"}
