@@ -9,7 +9,7 @@ whole run (a rejected key) is :class:`~ragbatch.core.errors.RunAborted`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Protocol
+from typing import Annotated, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -64,6 +64,26 @@ class Provider(Protocol):
     async def aclose(self) -> None:
         """Release connections."""
         ...
+
+
+class AttemptMeter(Protocol):
+    """Hears of every attempt a retrying provider sends (the spending limit counts each one:
+    a request that was sent may have been billed, whatever became of its reply)."""
+
+    def begin(self, call: Call) -> float:
+        """Before an attempt is sent: what it reserves; raise ProviderError to send nothing."""
+        ...
+
+    def end(self, reserved: float, reply: Reply | None, error: BaseException | None) -> None:
+        """After the attempt: the reply it got, or the error it ended in."""
+        ...
+
+
+@runtime_checkable
+class MeteredProvider(Protocol):
+    """A provider that retries inside itself and reports each attempt to ``meter``."""
+
+    meter: AttemptMeter | None
 
 
 @dataclass(frozen=True, slots=True)

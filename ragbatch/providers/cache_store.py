@@ -109,6 +109,8 @@ def connect_read_only(directory: Path) -> sqlite3.Connection | None:
 
     A repair that a killed process left half done is finished first (it renames folders
     beside the directory; no byte of the cache itself changes)."""
+    if directory.exists() and not directory.is_dir():  # as for a live run: not "no cache"
+        raise CacheError(f"cannot use cache directory {directory}: it is not a directory")
     finish_interrupted_swap(directory)
     path = directory / DB_NAME
     if not path.is_file():

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragbatch.core.errors import CacheError
-from ragbatch.providers.cache import entry_body
+from ragbatch.providers.cache import validate_entry
 from ragbatch.providers.cache_store import (
     DB_NAME,
     connect_read_only,
@@ -81,7 +81,7 @@ def check_entry(key: object, value: bytes | None) -> str:
     if not isinstance(key, str) or value is None:
         return "corrupt"
     try:
-        entry_body(value, key)
+        validate_entry(value, key)  # numbers out of range are corrupt, as in a fresh reply
     except ValueError:
         return "corrupt"
     return "ok"

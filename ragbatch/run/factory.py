@@ -130,7 +130,7 @@ def make_provider(
     cache = open_cache(config)
     if limit is not None:
         inner = BudgetedProvider(inner, limit, request_limits(config))
-    cached = CachedProvider(inner, cache, config.cache_mode)
+    cached = CachedProvider(inner, cache, config.cache_mode, request_limits(config))
     return cached, cached, warnings
 
 

@@ -85,7 +85,9 @@ def test_killed_run_resumes_to_the_uninterrupted_report(
     assert proc.returncode == -signal.SIGKILL, err.decode()
     assert not out.exists()
 
-    time.sleep(0.1)  # replies the server was still writing to the dead client get counted
+    settled = time.monotonic() + 30
+    while server.in_flight and time.monotonic() < settled:  # replies still being written to
+        time.sleep(0.005)  # the dead client get counted before the counts are read
     answered_before_kill = server.successful
     cache = ReplyCache(cache_dir)
     cached = len(cache)
