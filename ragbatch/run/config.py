@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ragbatch.core.policy import Thresholds
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
-from ragbatch.core.schema import Row
+from ragbatch.data.base import RowSource
 from ragbatch.data.output import check_output, write_bytes
 from ragbatch.metrics.ranking import DEFAULT_KS
 from ragbatch.providers.cache import CacheMode
@@ -38,18 +37,6 @@ __all__ = [
     "check_outputs",
     "write_bytes",
 ]
-
-
-class RowSource(Protocol):
-    """Rows to evaluate; ``name``, ``rows`` and ``sha256`` are known once iterated."""
-
-    name: str
-    rows: int
-
-    @property
-    def sha256(self) -> str: ...
-
-    def __iter__(self) -> Iterator[Row]: ...
 
 
 @dataclass(frozen=True)
