@@ -88,6 +88,8 @@ def array_items(
         line = next((n for n, part in parts if part.strip()), number)
         parts.clear()
         size = 0
+        if limit is not None and len(text.strip()) > limit:
+            raise error(line, too_long(limit, "array item"))
         return (line, text) if text.strip() else None
 
     for number, text in lines:

@@ -189,7 +189,9 @@ def test_ragas_csv_bad_cells(tmp_path: Path) -> None:
 
 
 def test_ragas_rejects_unknown_extensions(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"ragas datasets end in .jsonl, .json, .csv or .parquet: 'r.tsv'"):
+    with pytest.raises(
+        ConfigError, match=r"ragas datasets end in .jsonl, .json, .csv or .parquet: 'r.tsv'"
+    ):
         RagasReader(tmp_path / "r.tsv")
 
 

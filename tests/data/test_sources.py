@@ -324,12 +324,12 @@ def test_openinference_errors(tmp_path: Path) -> None:
     no_answer = phoenix("t2", "s2", **{"input.value": "q"})
     assert fails("a.jsonl", ok + no_answer) == (
         f"{path}:2: trace t2: no plain-text answer (no assistant message or text output on its "
-            "LLM span, no text output on its root)"
+        "LLM span, no text output on its root)"
     )
     no_question = phoenix("t2", "s2", **{"output.value": "a"})
     assert fails("a.jsonl", ok + no_question) == (
         f"{path}:2: trace t2: no plain-text question (no text input on its RETRIEVER span or "
-            "root, no user message on its LLM span)"
+        "root, no user message on its LLM span)"
     )
     other = phoenix("t2", "s2", **{"input.value": "q", "output.value": "a"})
     assert fails("a.jsonl", ok + other + ok.replace("s1", "s3")) == (
@@ -440,7 +440,7 @@ def test_langfuse_errors(tmp_path: Path) -> None:
     assert fails("t.jsonl", ok, ok) == f"{path}:2: duplicate row id 't1'"
     assert fails("t.jsonl", ok, {"id": "t2", "observations": []}) == (
         f"{path}:2: trace t2: no plain-text question (no text input on its RETRIEVER span or "
-            "root, no user message on its LLM span)"
+        "root, no user message on its LLM span)"
     )
     assert fails("t.jsonl", ok | {"observations": ["o1"]}) == (
         f"{path}:1: trace t1: observations[0]: expected an object, got string (export the "
