@@ -130,6 +130,16 @@ def bounded_lines(
         yield number, raw
 
 
+def scan_lines(handle: BinaryIO) -> Iterator[bytes]:
+    """The lines of a quick pre-scan (row counts, metadata), each at most the line limit; it
+    stops quietly before a longer line, which the reader then reports with file and line."""
+    limit = max_line_bytes()
+    while raw := handle.readline(limit + 1):
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            return
+        yield raw
+
+
 PLAIN = {
     "string_type": "expected a string",
     "bool_type": "expected true or false",
