@@ -38,7 +38,7 @@ def expected(
     for row_id, case in zip(ids, CASES, strict=True):
         contexts = [
             (cid if context_ids else f"c{n}", text, source if sources else None)
-            for n, (cid, text, source) in enumerate(case["contexts"], start=1)  # type: ignore[call-overload]
+            for n, (cid, text, source) in enumerate(case["contexts"], start=1)
         ]
         rows.append((row_id, case["question"], contexts, case["answer"],
                      case["reference"] if reference else None))  # fmt: skip
