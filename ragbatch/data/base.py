@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from ragbatch.core.errors import ConfigError, DatasetError
 from ragbatch.core.schema import Row
+from ragbatch.data.hints import missing_default
 
 BOM = b"\xef\xbb\xbf"
 JSON_TYPES = {"list": "array", "str": "string", "int": "number", "float": "number",
@@ -264,7 +265,8 @@ class FileReader:
         try:
             return self.path.open("rb")
         except OSError as exc:
-            raise self._error(0, f"cannot read dataset: {exc.strerror or exc}") from None
+            hint = missing_default(self.path) if isinstance(exc, FileNotFoundError) else ""
+            raise self._error(0, f"cannot read dataset: {exc.strerror or exc}{hint}") from None
 
     def _pieces(self, handle: BinaryIO) -> Pieces:
         return read_pieces(handle, self._error, self._digest.update)

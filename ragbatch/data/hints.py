@@ -1,14 +1,19 @@
-"""What to tell a user whose file is another tool's export given as ragbatch JSONL.
+"""What to tell a user whose dataset cannot be read as given.
 
 :func:`foreign_shape` looks at the first record that failed and names the ``--format`` that
-reads it (``looks like a ragas export: add --format ragas``).
+reads it (``looks like a ragas export: add --format ragas``); :func:`missing_default` explains
+a run started without DATASET in a directory that has no ``datasets/rag-fixture.jsonl``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
+
+# What `ragbatch run` reads when no DATASET is given (relative: the current directory's).
+DEFAULT_DATASET = Path("datasets/rag-fixture.jsonl")
 
 # (format, what it looks like) in the order checked; each test sees one JSON object.
 _SHAPES: tuple[tuple[str, str, Any], ...] = (
@@ -49,3 +54,13 @@ def foreign_shape(raw: bytes | str) -> str | None:
         return shape_hint(orjson.loads(raw))
     except orjson.JSONDecodeError:
         return None
+
+
+def missing_default(path: Path) -> str:
+    """The hint for a dataset that does not exist: when it is the default, say so and where."""
+    if path != DEFAULT_DATASET:
+        return ""
+    return (
+        f" (the default dataset, looked for in {Path.cwd()}; pass your dataset's path: "
+        "ragbatch run DATASET)"
+    )

@@ -9,6 +9,7 @@ from typing import Any
 from ragbatch.core.policy import Thresholds
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
 from ragbatch.data.base import RowSource
+from ragbatch.data.hints import DEFAULT_DATASET
 from ragbatch.data.output import check_output, write_bytes
 from ragbatch.metrics.ranking import DEFAULT_KS
 from ragbatch.providers.cache import CacheMode
@@ -17,7 +18,6 @@ from ragbatch.providers.jev import (
 )
 from ragbatch.report.models import Report
 
-DEFAULT_DATASET = Path("datasets/rag-fixture.jsonl")
 DEFAULT_OUT = Path("reports/report.json")
 # The default snapshot ships inside the package (a copy of the repository's versioned
 # pricing/typesafe-2026-12.json, checked byte-identical by a test), so a run works anywhere.
