@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
 import typer
-
-from ragbatch import __version__
 
 HELP_OPTIONS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 
 
 def _show_version(value: bool) -> None:
     if value:
-        typer.echo(f"ragbatch {__version__}")
+        try:  # the installed distribution's version (pyproject.toml's)
+            found = version("ragbatch")
+        except PackageNotFoundError:
+            found = "unknown (not installed)"
+        typer.echo(f"ragbatch {found}")
         raise typer.Exit()
 
 

@@ -24,9 +24,8 @@ import ast
 import csv
 import io
 import itertools
-import re
 import tokenize
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import closing
 from itertools import chain
 from typing import Any
@@ -36,6 +35,7 @@ from pydantic import ValidationError
 
 from ragbatch.core.errors import ConfigError
 from ragbatch.core.schema import Context, Row
+from ragbatch.data.arrays import array_items
 from ragbatch.data.base import (
     JSON_TYPES,
     FileReader,
@@ -48,8 +48,6 @@ from ragbatch.data.base import (
 )
 
 FIELD_LIMIT = 1 << 26  # csv's default 128 KiB per cell is too small for a row's contexts
-# Outside strings: structure; inside: an escape pair (so \" does not end the string) or ".
-_TOKEN = re.compile(r'\\.|["{}\[\],]')
 
 _PARQUET_BATCH = 1024
 
@@ -64,78 +62,6 @@ class CellError(Exception):
 def kind(value: object) -> str:
     """The JSON name of a value's type: string, number, array, object, ..."""
     return JSON_TYPES.get(type(value).__name__, type(value).__name__)
-
-
-def array_items(
-    lines: Lines, error: Callable[[int, str], Exception], limit: int | None = None
-) -> Lines:
-    """The items of one top-level JSON array as ``(line, text)``, one at a time.
-
-    ``lines`` are ``(number, text)`` pieces in order (whole lines, or pieces of a long line
-    sharing its number; a piece must not end inside an escape pair);
-    ``error(line, message)`` builds the exception for a file that is not one array. Items
-    are not parsed here: ``orjson`` does that per item, so a bad item is reported at its own
-    line. An item longer than ``limit`` characters is an error.
-    """
-    depth, in_string, opened, closed, items = 0, False, False, False, 0
-    parts: list[tuple[int, str]] = []
-    number = 0
-    size = 0
-
-    def item() -> tuple[int, str] | None:
-        nonlocal size
-        text = "".join(part for _, part in parts)
-        line = next((n for n, part in parts if part.strip()), number)
-        parts.clear()
-        size = 0
-        if limit is not None and len(text.strip()) > limit:
-            raise error(line, too_long(limit, "array item"))
-        return (line, text) if text.strip() else None
-
-    for number, text in lines:
-        start = 0
-        for match in _TOKEN.finditer(text):
-            token = match.group()
-            if in_string:
-                in_string = token != '"'
-                continue
-            if closed or not opened:
-                if closed or token != "[" or text[: match.start()].strip():
-                    raise error(number, "expected one JSON array of objects")
-                opened, depth, start = True, 1, match.end()
-            elif token == '"':
-                in_string = True
-            elif token in "{[":
-                depth += 1
-            elif token in "}]":
-                depth -= 1
-                if depth == 0:
-                    parts.append((number, text[start : match.start()]))
-                    last = item()
-                    if last is not None:
-                        yield last
-                    elif items:
-                        raise error(number, "invalid JSON: a comma before the closing ]")
-                    closed, start = True, match.end()
-            elif depth == 1:  # a comma between items
-                parts.append((number, text[start : match.start()]))
-                found = item()
-                if found is None:
-                    raise error(number, "invalid JSON: an empty array item")
-                items += 1
-                yield found
-                start = match.end()
-        rest = text[start:]
-        if closed or not opened:
-            if rest.strip():
-                raise error(number, "expected one JSON array of objects")
-        else:
-            parts.append((number, rest))
-            size += len(rest)
-            if limit is not None and size > limit:
-                raise error(parts[0][0], too_long(limit, "array item"))
-    if not closed:
-        raise error(number, "invalid JSON: the array is not closed")
 
 
 _SKIP = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
