@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,25 @@ def test_a_hugging_face_dataset_of_ragbatch_rows() -> None:
               r.expected.retrieval]  # fmt: skip
     assert labels == [{"doc-7": True, "doc-9": False},
                       {"doc-3": True, "doc-4": False, "doc-5": False}]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cell_text", "expected"),
+    [
+        ("['a, b' 'c']", ["a, b", "c"]),  # numpy: items by token, commas inside kept
+        ("['only']", ["only"]),
+        ("['a', 'b']", ["a", "b"]),  # pandas' Python list literal
+        ("[1 2 3]", [1, 2, 3]),  # numpy ints
+        ("['a' 'b' ... 'z']", "a numpy array printed with '...' (items left out)"),
+        ("['a' 'b', 'c']", "strings without a comma between them, not an array"),
+    ],
+)
+def test_python_list_cells(cell_text: str, expected: Any) -> None:
+    from ragbatch.data.records import CellError, cell
+
+    record = {"ctx": cell_text}
+    if isinstance(expected, list):
+        assert cell(record, "ctx", True, list, False) == expected
+    else:
+        with pytest.raises(CellError, match=re.escape(expected)):
+            cell(record, "ctx", True, list, False)
