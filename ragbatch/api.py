@@ -31,10 +31,11 @@ from pydantic import BaseModel, ValidationError
 
 from ragbatch.core.errors import ConfigError, DatasetError
 from ragbatch.core.schema import GenerationJudgments, RetrievalJudgments, Row
-from ragbatch.data.formats import Reader, open_dataset
+from ragbatch.data.formats import RowSource, open_dataset
 from ragbatch.data.jsonl import SeenIds, describe
+from ragbatch.data.records import drop_nulls
 from ragbatch.report.models import Report, RowResult
-from ragbatch.run.config import JobConfig, JobResult, RowSource
+from ragbatch.run.config import JobConfig, JobResult
 from ragbatch.run.job import evaluate_async as _evaluate_job
 from ragbatch.run.options import ENVIRONMENT, OPTION_NAMES, PATH_OPTIONS, RunOptions, job_config
 from ragbatch.run.views import reread, write_views
@@ -88,7 +89,7 @@ class MemoryRows:
 class NamedRows:
     """A file reader shown under another name (a DataFrame spilled to a temporary file)."""
 
-    def __init__(self, reader: Reader, name: str) -> None:
+    def __init__(self, reader: RowSource, name: str) -> None:
         self._reader = reader
         self.name = name
         self.rows = 0
@@ -139,7 +140,7 @@ def records_of(data: Any) -> tuple[list[dict[str, Any]], str] | None:
         return None
     lines = frame.to_json(orient="records", lines=True, force_ascii=False, date_format="iso")
     records = [orjson.loads(line) for line in lines.splitlines() if line.strip()]
-    return [{k: v for k, v in r.items() if v is not None} for r in records], name
+    return [drop_nulls(r) for r in records], name
 
 
 def is_ragas(records: list[Any]) -> bool:

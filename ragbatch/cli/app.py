@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from ragbatch.cli.export import export_command
+from ragbatch.cli.meta import HELP_OPTIONS, VersionFlag
 from ragbatch.cli.tools import register
 from ragbatch.cli.usage import OneLineErrors
 from ragbatch.core.errors import (
@@ -51,6 +52,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings=HELP_OPTIONS,
 )
 
 
@@ -62,7 +64,7 @@ def fail(error: RagbatchError) -> typer.Exit:
 @app.command()
 def run(
     dataset: Annotated[
-        Path, typer.Argument(help="JSONL dataset, one row per line (see README: Dataset).")
+        Path, typer.Argument(help="JSONL dataset, one row per line (see README: Dataset format).")
     ] = DEFAULT_DATASET,
     out: Annotated[Path, typer.Option(help="Where to write the report JSON.")] = DEFAULT_OUT,
     format: Annotated[
@@ -73,7 +75,7 @@ def run(
             "ragas v0.2 or v0.1 columns), csv (with --mapping), golden-yaml (DATASET is "
             "golden_set.yaml, joined with --outputs), deepeval (test cases: JSON, JSONL, CSV), "
             "openinference (OTLP JSON or a Phoenix spans export: JSONL, Parquet), langfuse "
-            "(traces with observations, or observations). See README: Formats.",
+            "(traces with observations, or observations). See README: Importing data.",
         ),
     ] = "jsonl",
     mapping: Annotated[
@@ -377,7 +379,7 @@ app.command("export")(export_command)
 
 
 @app.callback()
-def _root() -> None:
+def _root(version: VersionFlag = False) -> None:
     """ragbatch: evaluate RAG logs with Jev."""
 
 

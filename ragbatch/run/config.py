@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ragbatch.core.policy import Thresholds
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
-from ragbatch.core.schema import Row
+from ragbatch.data.base import RowSource
+from ragbatch.data.hints import DEFAULT_DATASET
 from ragbatch.files import check_output, write_bytes
 from ragbatch.metrics.ranking import DEFAULT_KS
 from ragbatch.providers.cache import CacheMode
@@ -18,7 +18,6 @@ from ragbatch.providers.jev import (
 )
 from ragbatch.report.models import Report
 
-DEFAULT_DATASET = Path("datasets/rag-fixture.jsonl")
 DEFAULT_OUT = Path("reports/report.json")
 # The default snapshot ships inside the package (a copy of the repository's versioned
 # pricing/typesafe-2026-12.json, checked byte-identical by a test), so a run works anywhere.
@@ -38,18 +37,6 @@ __all__ = [
     "check_outputs",
     "write_bytes",
 ]
-
-
-class RowSource(Protocol):
-    """Rows to evaluate; ``name``, ``rows`` and ``sha256`` are known once iterated."""
-
-    name: str
-    rows: int
-
-    @property
-    def sha256(self) -> str: ...
-
-    def __iter__(self) -> Iterator[Row]: ...
 
 
 @dataclass(frozen=True)

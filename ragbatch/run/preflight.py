@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from ragbatch.core.errors import ConfigError
+from ragbatch.data.base import scan_lines
 from ragbatch.data.formats import open_dataset
 from ragbatch.metrics.slices import has_metadata_value, metadata_fields
 from ragbatch.run.config import JobConfig
@@ -27,7 +28,7 @@ def _metadata(config: JobConfig) -> Iterator[Mapping[str, Any] | None]:
     if config.format == "jsonl":
         try:
             with config.dataset.open("rb") as handle:
-                for line in handle:
+                for line in scan_lines(handle):
                     if line.strip():
                         data = orjson.loads(line.removeprefix(b"\xef\xbb\xbf"))
                         metadata = data.get("metadata") if isinstance(data, dict) else None

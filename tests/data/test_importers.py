@@ -14,7 +14,7 @@ from ragbatch.core.schema import Context, Golden, Row
 from ragbatch.data.formats import (
     CsvReader,
     RagasReader,
-    Reader,
+    RowSource,
     open_dataset,
     parse_mapping,
 )
@@ -33,7 +33,7 @@ REQUIRED = (
 )
 
 
-def read(reader: Reader) -> list[Row]:
+def read(reader: RowSource) -> list[Row]:
     """Every row, checked to survive the JSONL round trip the job relies on."""
     rows = list(reader)
     for row in rows:
@@ -43,7 +43,7 @@ def read(reader: Reader) -> list[Row]:
     return rows
 
 
-def failure(reader: Reader) -> str:
+def failure(reader: RowSource) -> str:
     with pytest.raises(DatasetError) as info:
         list(reader)
     return str(info.value)
@@ -189,7 +189,9 @@ def test_ragas_csv_bad_cells(tmp_path: Path) -> None:
 
 
 def test_ragas_rejects_unknown_extensions(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"ragas datasets end in .jsonl, .json or .csv: 'r.tsv'"):
+    with pytest.raises(
+        ConfigError, match=r"ragas datasets end in .jsonl, .json, .csv or .parquet: 'r.tsv'"
+    ):
         RagasReader(tmp_path / "r.tsv")
 
 
@@ -550,7 +552,7 @@ def test_open_dataset_errors(fmt: str, options: dict[str, str], message: str) ->
         lambda: GoldenYamlReader(SAMPLES / "golden_set.yaml", SAMPLES / "golden-outputs.jsonl"),
     ],
 )
-def test_sha256_is_stable_and_known_only_at_the_end(make: Callable[[], Reader]) -> None:
+def test_sha256_is_stable_and_known_only_at_the_end(make: Callable[[], RowSource]) -> None:
     first, second = make(), make()
     with pytest.raises(RuntimeError, match="once every row has been read"):
         _ = first.sha256
