@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.synth import write_dataset
 from ragbatch.data.jsonl import DatasetReader
-from ragbatch.run.job import JobConfig, run_job
+from ragbatch.run.job import run_job
+from ragbatch.run.options import RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,7 +34,8 @@ def main() -> None:
         started = time.perf_counter()
         parsed = sum(1 for _ in DatasetReader(data))
         parse_rate = parsed / (time.perf_counter() - started)
-        config = JobConfig(
+        config = RunOptions.of(
+            quiet=True,
             dataset=data,
             out=Path(tmp) / "report.json",
             concurrency=args.concurrency,

@@ -195,9 +195,7 @@ def test_trickling_rows_fail_at_the_timeout_in_a_job(jev_server: JevServer, tmp_
         return Fault(kind="trickle", delay_s=0.25) if question in slow else None
 
     jev_server.fault_fn = trickle_some
-    config = job_config(
-        jev_server, tmp_path, attempt_timeout_s=0.5, row_deadline_s=20.0, max_retries=1
-    )
+    config = job_config(jev_server, tmp_path, timeout=0.5, row_deadline=20.0, max_retries=1)
     started = time.perf_counter()
     result = run_job(config)
     elapsed = time.perf_counter() - started

@@ -23,12 +23,13 @@ from matplotlib.text import Text
 
 import ragbatch.report
 from ragbatch.core.errors import ConfigError
-from ragbatch.core.policy import Guarantee, Thresholds
+from ragbatch.core.policy import Guarantee
 from ragbatch.data.jsonl import DatasetReader
 from ragbatch.report import charts
 from ragbatch.report.html import ROW_CAP, answer_segments, report_html
 from ragbatch.report.models import ClaimOut, Report
-from ragbatch.run.job import JobConfig, run_job
+from ragbatch.run.job import run_job
+from ragbatch.run.options import RunOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART_IDS = ("chart-reliability", "chart-risk-coverage", "chart-tradeoff")
@@ -152,7 +153,7 @@ def claims_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, dict[
     data.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in CLAIM_ROWS))
     pricing = ROOT / "pricing/typesafe-2026-12.json"
     report = run_job(
-        JobConfig(dataset=data, out=None, groundedness="claims", pricing=pricing)
+        RunOptions.of(quiet=True, dataset=data, out=None, groundedness="claims", pricing=pricing)
     ).report
     return report, {row.id: row.answer for row in DatasetReader(data)}
 
@@ -161,7 +162,8 @@ def claims_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, dict[
 def golden_page() -> str:
     """The golden-set fixture's page: diagnostic matrix, golden sections, flagged slices."""
     data = ROOT / "datasets/golden-fixture.jsonl"
-    config = JobConfig(
+    config = RunOptions.of(
+        quiet=True,
         dataset=data,
         out=None,
         pricing=ROOT / "pricing/typesafe-2026-12.json",
@@ -232,7 +234,8 @@ def test_slices_table_puts_flag_and_reason_first(golden_page: str) -> None:
 
 @pytest.mark.parametrize("rows_out", [False, True])
 def test_omitted_rows_say_where_the_rows_are(tmp_path: Path, rows_out: bool) -> None:
-    config = JobConfig(
+    config = RunOptions.of(
+        quiet=True,
         dataset=ROOT / "datasets/rag-fixture.jsonl",
         out=None,
         pricing=ROOT / "pricing/typesafe-2026-12.json",
@@ -478,11 +481,12 @@ def test_browser_renders_without_console_errors(page_html: str, tmp_path: Path) 
 def test_guarded_run_shows_both_routings_and_the_guarantee(tmp_path: Path) -> None:
     pricing = ROOT / "pricing/typesafe-2026-12.json"
     guarded = run_job(
-        JobConfig(
+        RunOptions.of(
+            quiet=True,
             dataset=ROOT / "datasets/rag-fixture.jsonl",
             out=None,
             pricing=pricing,
-            thresholds=Thresholds(routing="guarded"),
+            routing="guarded",
         )
     ).report
     page = Page(report_html(guarded))
