@@ -11,6 +11,7 @@ traceback.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,7 +81,8 @@ class AtomicFile:
             raise _failed(self.path, exc) from None
 
     def discard(self) -> None:
-        self._handle.close()
+        with contextlib.suppress(OSError):  # a full disk fails the flush of what is dropped
+            self._handle.close()
         self.tmp.unlink(missing_ok=True)
 
 

@@ -124,6 +124,12 @@ def finish(
     return JobResult(report, data, wall, rate, record, texts)
 
 
+def cache_written(config: RunOptions) -> str | None:
+    """The cache directory the workers' finished replies went to (None: no reply cache)."""
+    cached = config.jev.provider == "jev" and not config.cache.no_cache
+    return str(config.cache.cache_dir) if cached else None
+
+
 def worker_main(config: RunOptions, parent_pid: int, result: Path) -> None:
     """A worker process: run one shard and leave its outcome in ``result`` for the parent.
 
@@ -203,12 +209,8 @@ def run_processes(configs: list[RunOptions], results: list[Path]) -> list[dict[s
             signal.signal(signum, handler)
     if received:
         name = signal.Signals(received[0]).name
-        cache = configs[0].cache
-        written = None if cache.no_cache or configs[0].jev.provider != "jev" else cache.cache_dir
         cause = f"interrupted by {name}: the workers stopped,"
-        raise Interrupted(
-            interrupted_message(cause, str(written) if written else None), received[0]
-        )
+        raise Interrupted(interrupted_message(cause, cache_written(configs[0])), received[0])
     return [
         orjson.loads(path.read_bytes()) if path.exists() else _lost(process.exitcode)
         for process, path in zip(processes, results, strict=True)
