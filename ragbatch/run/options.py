@@ -54,12 +54,14 @@ class Option:
     typer: dict[str, Any] = field(default_factory=dict)  # min, max, show_default
 
 
-def option(default: Any, help: str, **how: Any) -> Any:
-    """A settings field: its default and how the CLI and the API show it (see :class:`Option`)."""
+def option(default: Any, help: str, *, secret: bool = False, **how: Any) -> Any:
+    """A settings field: its default and how the CLI and the API show it (see :class:`Option`;
+    other keywords go to typer: ``min``, ``max``, ``show_default``). A ``secret`` is left out
+    of the group's repr."""
     known = {f.name for f in fields(Option)}
     spec = Option(help, **{k: v for k, v in how.items() if k in known},
                   typer={k: v for k, v in how.items() if k not in known})  # fmt: skip
-    return field(default=default, metadata={"option": spec})
+    return field(default=default, repr=not secret, metadata={"option": spec})
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,13 @@ class JevOptions:
         "(refused otherwise: the key would travel unencrypted).",
         flag="--allow-insecure-http",
     )
-    api_key: str | None = field(default=None, repr=False, metadata={"option": Option(
+    api_key: str | None = option(
+        None,
         "Jev API key (prefer the environment variable; never written anywhere).",
-        env="TYPESAFE_API_KEY", typer={"show_default": False})})  # fmt: skip
+        env="TYPESAFE_API_KEY",
+        show_default=False,
+        secret=True,
+    )
     max_request_tokens: int = option(MAX_REQUEST_TOKENS, "Estimated input tokens per request above which it is not sent.", min=1)  # fmt: skip
     max_state_question_tokens: int = option(MAX_STATE_QUESTION_TOKENS, "The same for the state plus the longest question.", min=1)  # fmt: skip
 
@@ -214,8 +220,9 @@ class JudgeOptions:
     baseline: str = option("recorded", "Fallback judge: 'recorded' (the rows' baseline verdicts), 'lexical' (a deterministic overlap check, offline) or 'llm' (an OpenAI-compatible judge).")  # fmt: skip
     judge_base_url: str = option("https://api.openai.com", "LLM judge base URL.", env="RAGBATCH_JUDGE_BASE_URL")  # fmt: skip
     judge_model: str = option("gpt-4o-mini", "LLM judge model.", env="RAGBATCH_JUDGE_MODEL")
-    judge_api_key: str | None = field(default=None, repr=False, metadata={"option": Option(
-        "LLM judge key.", env="RAGBATCH_JUDGE_API_KEY", typer={"show_default": False})})  # fmt: skip
+    judge_api_key: str | None = option(
+        None, "LLM judge key.", env="RAGBATCH_JUDGE_API_KEY", show_default=False, secret=True
+    )
 
 
 @dataclass(frozen=True)
@@ -324,59 +331,19 @@ def spec_of(f: dataclasses.Field[Any]) -> Option:
 
 
 # The order of ``ragbatch run --help`` (kept as it was); options not named here come after.
+# fmt: off
 HELP_ORDER = [
-    "dataset",
-    "out",
-    "format",
-    "mapping",
-    "outputs",
-    "provider",
-    "model",
-    "base_url",
-    "allow_insecure_http",
-    "api_key",
-    "cache_dir",
-    "offline",
-    "refresh",
-    "no_cache",
-    "timeout",
-    "row_deadline",
-    "max_retries",
-    "max_rps",
-    "max_tokens_per_s",
-    "max_request_tokens",
-    "max_state_question_tokens",
-    "adaptive",
-    "max_error_rate",
-    "error_budget_rows",
-    "concurrency",
-    "fail_threshold",
-    "pass_threshold",
-    "routing",
-    "pricing",
-    "baseline",
-    "judge_base_url",
-    "judge_model",
-    "judge_api_key",
-    "policy",
-    "markdown",
-    "html",
-    "ignore_unknown_fields",
-    "groundedness",
-    "claim_evidence",
-    "claim_extractor",
-    "slice_by",
-    "k",
-    "rows_out",
-    "max_report_rows",
-    "progress_interval",
-    "max_cost",
-    "shard",
-    "partial_out",
-    "workers",
-    "run_record",
-    "quiet",
+    "dataset", "out", "format", "mapping", "outputs", "provider", "model", "base_url",
+    "allow_insecure_http", "api_key", "cache_dir", "offline", "refresh", "no_cache", "timeout",
+    "row_deadline", "max_retries", "max_rps", "max_tokens_per_s", "max_request_tokens",
+    "max_state_question_tokens", "adaptive", "max_error_rate", "error_budget_rows", "concurrency",
+    "fail_threshold", "pass_threshold", "routing", "pricing", "baseline", "judge_base_url",
+    "judge_model", "judge_api_key", "policy", "markdown", "html", "ignore_unknown_fields",
+    "groundedness", "claim_evidence", "claim_extractor", "slice_by", "k", "rows_out",
+    "max_report_rows", "progress_interval", "max_cost", "shard", "partial_out", "workers",
+    "run_record", "quiet",
 ]
+# fmt: on
 
 
 def cli_fields() -> list[dataclasses.Field[Any]]:
@@ -397,7 +364,7 @@ def check_options(o: RunOptions) -> None:
     """Refuse options that contradict each other (ConfigError, exit 2), before anything is read."""
     if o.rate.concurrency < 1:
         raise ConfigError(f"--concurrency must be at least 1, got {o.rate.concurrency}")
-    o.cache.mode  # noqa: B018 (raises on two modes at once)
+    _ = o.cache.mode  # refuses two cache modes at once
     if o.policy.routing is not None and o.policy.policy is not None:
         raise ConfigError(
             "--routing and --policy cannot be used together: the policy file "

@@ -75,3 +75,10 @@ def test_options_are_set_by_name_and_an_unknown_name_is_refused() -> None:
         RunOptions.of(timeout_s=5.0)
     with pytest.raises(ConfigError, match="--offline and --no-cache cannot be used together"):
         _ = RunOptions.of(offline=True, no_cache=True).cache.mode
+
+
+def test_keys_are_in_no_repr() -> None:
+    options = RunOptions.of(api_key="jev-secret-1", judge_api_key="judge-secret-2")
+    shown = repr(options) + repr(options.jev) + repr(options.judge)
+    assert "secret" not in shown
+    assert options.jev.api_key == "jev-secret-1"
