@@ -99,13 +99,15 @@ def test_an_error_budget_abort_keeps_every_earlier_output(
 
 
 @pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 64 KiB tmpfs: room for one rows file of the fixture, not for two."""
+def small_fs(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A 64 KiB tmpfs: room for one rows file of the fixture, not for two (the size can be
+    changed by indirect parametrization)."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a small tmpfs needs root")
+    size = getattr(request, "param", "64k")
     folder = tmp_path / "small"
     folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)])
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)])
     if mounted.returncode != 0:
         pytest.skip("cannot mount a tmpfs here")
     try:
@@ -153,3 +155,40 @@ def test_ctrl_c_without_a_cache_does_not_promise_a_resume(
     assert "nothing was cached" in message and "in the cache" not in message
     assert not (tmp_path / "cache").exists()
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def fill(folder: Path) -> None:
+    """Take every free byte of ``folder``'s file system."""
+    with (folder / "filler").open("wb", buffering=0) as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("small_fs", ["1m"], indirect=True)
+def test_a_cache_disk_filling_up_mid_run_keeps_the_earlier_files(
+    start_jev_server: StartServer, tmp_path: Path, small_fs: Path
+) -> None:
+    server = start_jev_server(latency_s=0.05)
+    out = tmp_path / "out"
+    code, err = cli(command(server, out, tmp_path / "cache"))
+    assert code == 0, err
+    before = files_of(out)
+    args = command(server, out, small_fs / "cache", "--concurrency", "2")
+    proc = subprocess.Popen(args, cwd=ROOT, env=ENV, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: server.requests_total >= 48 + 10, proc, limit_s=60)
+        fill(small_fs)
+        _, err_bytes = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    message = err_bytes.decode()
+    assert proc.returncode == 2, message
+    assert_one_error_line(message, "error: ")
+    assert "full" in message
+    assert server.requests_total < 2 * 48  # it stopped mid-run
+    assert files_of(out) == before
