@@ -217,7 +217,7 @@ def test_a_duplicate_far_down_a_large_file_names_its_line(
     from ragbatch.core.errors import DatasetError
 
     with pytest.raises(DatasetError) as caught:
-        list(dataset.DatasetReader(path))
+        list(dataset.JsonlReader(path))
     assert str(caught.value) == f"{path}:21: duplicate row id 'r2'"
     path.write_text("\n".join(lines) + "\n")
-    assert [row.id for row in dataset.DatasetReader(path)] == [f"r{i}" for i in range(20)]
+    assert [row.id for row in dataset.JsonlReader(path)] == [f"r{i}" for i in range(20)]

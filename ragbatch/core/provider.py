@@ -106,3 +106,12 @@ class BaselineJudge(Protocol):
     async def aclose(self) -> None:
         """Release connections."""
         ...
+
+
+def innermost(provider: Provider) -> Provider:
+    """The provider at the end of a chain of wrappers (a wrapper names what it wraps
+    ``inner``: the cache, the cost limit), where the live client keeps its rate limiter."""
+    found = provider
+    while (inner := getattr(found, "inner", None)) is not None:
+        found = inner
+    return found

@@ -28,7 +28,7 @@ from ragbatch.data.base import (
 )
 from ragbatch.data.hints import foreign_shape
 
-__all__ = ["BOM", "JSON_TYPES", "DatasetReader", "JsonlReader", "SeenIds", "describe"]
+__all__ = ["BOM", "JSON_TYPES", "JsonlReader", "SeenIds", "describe"]
 
 
 class JsonlReader(FileReader):
@@ -72,7 +72,3 @@ class JsonlReader(FileReader):
                     raise self._error(number, message) from None
                 yield self._admit(row, number, ids)
         self._finish()
-
-
-# The name this reader had when it was also every reader's base; kept so imports keep working.
-DatasetReader = JsonlReader

@@ -19,7 +19,7 @@ from ragbatch.data.formats import (
     parse_mapping,
 )
 from ragbatch.data.golden_yaml import GoldenYamlReader, expected_documents
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.jsonl import JsonlReader
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "datasets/samples"
@@ -318,7 +318,7 @@ def test_golden_yaml_sample_joins_by_question() -> None:
     yaml_path, outputs = SAMPLES / "golden_set.yaml", SAMPLES / "golden-outputs.jsonl"
     reader = GoldenYamlReader(yaml_path, outputs)
     rows = read(reader)
-    plain = list(DatasetReader(outputs))
+    plain = list(JsonlReader(outputs))
     assert [r.id for r in rows] == [f"g-00{i}" for i in range(1, 7)]
     assert [r.model_copy(update={"golden": None}) for r in rows] == plain
     first = rows[0].golden
@@ -498,7 +498,7 @@ def test_golden_yaml_bad_outputs_and_join(tmp_path: Path) -> None:
 
 def test_open_dataset_picks_the_reader() -> None:
     fixture = ROOT / "datasets/rag-fixture.jsonl"
-    assert type(open_dataset(fixture, "jsonl")) is DatasetReader
+    assert type(open_dataset(fixture, "jsonl")) is JsonlReader
     assert isinstance(open_dataset(SAMPLES / "ragas-sample.csv", "ragas"), RagasReader)
     csv_reader = open_dataset(SAMPLES / "mapped-sample.csv", "csv", mapping=MAPPING)
     assert isinstance(csv_reader, CsvReader)

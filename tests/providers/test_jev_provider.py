@@ -35,7 +35,7 @@ from ragbatch.core.errors import (
 from ragbatch.core.provider import Call, Reply
 from ragbatch.core.questions import build_request
 from ragbatch.core.schema import Row
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.jsonl import JsonlReader
 from ragbatch.providers.cache import CachedProvider, ReplyCache
 from ragbatch.providers.jev import JevProvider, JevSettings, error_message, parse_retry_after
 from ragbatch.providers.ratelimit import RateLimiter
@@ -50,7 +50,7 @@ PRICING = ROOT / "pricing" / "typesafe-2026-12.json"
 MODEL = "jev-1.13.0"
 KEY = "test-key"
 SECRET = "sk-ragbatch-secret-5f0c2a"
-ROWS: list[Row] = list(DatasetReader(DATASET))
+ROWS: list[Row] = list(JsonlReader(DATASET))
 MALFORMED = [  # JSON that fails the schema (a 200 that is not JSON is retried instead)
     Fault(kind="missing_answer"),
     Fault(kind="extra_answer"),

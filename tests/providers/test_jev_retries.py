@@ -13,7 +13,7 @@ import pytest
 from ragbatch.core.errors import ProviderError
 from ragbatch.core.provider import Call
 from ragbatch.core.questions import build_request
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.jsonl import JsonlReader
 from ragbatch.providers.jev import JevProvider, JevSettings
 from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.run.job import run_job
@@ -21,7 +21,7 @@ from ragbatch.testing import Fault, JevServer
 from tests.conftest import job_config
 
 ROOT = Path(__file__).resolve().parents[2]
-ROWS = list(DatasetReader(ROOT / "datasets" / "rag-fixture.jsonl"))
+ROWS = list(JsonlReader(ROOT / "datasets" / "rag-fixture.jsonl"))
 MODEL = "jev-1.13.0"
 
 
@@ -197,9 +197,7 @@ def test_trickling_rows_fail_at_the_timeout_in_a_job(jev_server: JevServer, tmp_
         return Fault(kind="trickle", delay_s=0.25) if question in slow else None
 
     jev_server.fault_fn = trickle_some
-    config = job_config(
-        jev_server, tmp_path, attempt_timeout_s=0.5, row_deadline_s=20.0, max_retries=1
-    )
+    config = job_config(jev_server, tmp_path, timeout=0.5, row_deadline=20.0, max_retries=1)
     result = run_job(config)
     failures = result.report.modes.jev_only.failures
     # each attempt timed out at 0.5 s: the 20 s row deadline would say deadline-exceeded

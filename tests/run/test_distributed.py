@@ -18,7 +18,8 @@ from ragbatch.providers.cache import ReplyCache, encode_entry
 from ragbatch.providers.cache_merge import MergeStats, merge_caches
 from ragbatch.providers.cache_verify import verify_cache
 from ragbatch.run.dask import local_cluster, run_on_dask
-from ragbatch.run.job import JobConfig, run_job
+from ragbatch.run.job import run_job
+from ragbatch.run.options import RunOptions
 from ragbatch.testing import JevServer
 from tests.conftest import JEV_KEY
 
@@ -39,7 +40,7 @@ def test_missing_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch, tmp_pa
     with pytest.raises(ConfigError, match=r"pip install 'ragbatch\[dask\]'"), local_cluster(1):
         pass
     with pytest.raises(ConfigError, match="the 'dask' extra"):
-        run_on_dask(JobConfig(), 2, None, tmp_path)  # type: ignore[arg-type]
+        run_on_dask(RunOptions.of(quiet=True), 2, None, tmp_path)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +54,10 @@ def client() -> Iterator[Client]:
 def test_dask_report_equals_single_run(client: Client, tmp_path: Path) -> None:
     assert str(client.scheduler_info()["address"]).startswith("tcp://127.0.0.1:")
     assert len(client.scheduler_info()["workers"]) == 2
-    single = run_job(JobConfig(dataset=DATASET, pricing=PRICING, out=tmp_path / "single.json"))
-    config = JobConfig(dataset=DATASET, pricing=PRICING, out=tmp_path / "dask.json")
+    single = run_job(
+        RunOptions.of(quiet=True, dataset=DATASET, pricing=PRICING, out=tmp_path / "single.json")
+    )
+    config = RunOptions.of(quiet=True, dataset=DATASET, pricing=PRICING, out=tmp_path / "dask.json")
     result = run_on_dask(config, 2, client, tmp_path / "caches")
     assert result.report_bytes == single.report_bytes
     assert (tmp_path / "dask.json").read_bytes() == (tmp_path / "single.json").read_bytes()
@@ -65,7 +68,8 @@ def test_dask_report_equals_single_run(client: Client, tmp_path: Path) -> None:
 def test_worker_caches_merge_into_an_offline_replay(client: Client, tmp_path: Path) -> None:
     caches = tmp_path / "caches"
     with JevServer(api_key=JEV_KEY) as server:
-        live = JobConfig(
+        live = RunOptions.of(
+            quiet=True,
             dataset=DATASET,
             pricing=PRICING,
             out=tmp_path / "dask.json",
@@ -90,13 +94,14 @@ def test_worker_caches_merge_into_an_offline_replay(client: Client, tmp_path: Pa
 
         requests = server.requests_total
         replay = run_job(
-            JobConfig(
+            RunOptions.of(
+                quiet=True,
                 dataset=DATASET,
                 pricing=PRICING,
                 out=tmp_path / "replay.json",
                 provider="jev",
                 model="jev-1.13.0",
-                cache_mode="offline",
+                offline=True,
                 cache_dir=merged,
             )
         )
@@ -110,7 +115,7 @@ def test_worker_caches_merge_into_an_offline_replay(client: Client, tmp_path: Pa
 def test_a_shard_error_comes_back_as_one_error_line(client: Client, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(DATASET.read_bytes().splitlines(keepends=True)[0] + b'{"id": 3}\n')
-    config = JobConfig(dataset=bad, pricing=PRICING, out=tmp_path / "dask.json")
+    config = RunOptions.of(quiet=True, dataset=bad, pricing=PRICING, out=tmp_path / "dask.json")
     with pytest.raises(RagbatchError, match=r"^shard 1/2: .*bad\.jsonl:2: ") as caught:
         run_on_dask(config, 2, client, tmp_path / "caches")
     assert caught.value.exit_code == 2  # a DatasetError, reported like the CLI would

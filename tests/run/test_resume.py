@@ -19,7 +19,8 @@ from typing import Any
 import orjson
 
 from ragbatch.providers.cache import ReplyCache
-from ragbatch.run.job import JobConfig, run_job
+from ragbatch.run.job import run_job
+from ragbatch.run.options import RunOptions
 from ragbatch.testing import JevServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +105,8 @@ def test_killed_run_resumes_to_the_uninterrupted_report(
 
     fresh_server = start_jev_server()
     fresh = run_job(
-        JobConfig(
+        RunOptions.of(
+            quiet=True,
             provider="jev",
             base_url=fresh_server.base_url,
             api_key=KEY,
