@@ -39,6 +39,7 @@ import socket
 import ssl
 import time
 import urllib.request
+import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -126,7 +127,7 @@ def canonical_url(base_url: str) -> str:
     type refuses them."""
     parts = urlsplit(base_url)
     host = parts.hostname
-    if host is None or host.count(".") == 3 and host.replace(".", "").isdigit():
+    if host is None or (host.count(".") == 3 and host.replace(".", "").isdigit()):
         return base_url
     try:
         address = socket.inet_ntoa(socket.inet_aton(host))
@@ -134,6 +135,21 @@ def canonical_url(base_url: str) -> str:
         return base_url  # a name, or an IPv6 address
     netloc = address if parts.port is None else f"{address}:{parts.port}"
     return parts._replace(netloc=netloc).geturl()
+
+
+def _transfer_decoder(headers: Mapping[str, str]) -> zlib._Decompress | None:
+    """A decoder for a ``Transfer-Encoding: gzip, chunked`` (or deflate) body, which aiohttp
+    leaves coded (it decodes ``Content-Encoding`` only); None when only chunked or none."""
+    field = headers.get("Transfer-Encoding")
+    if field is None:
+        return None
+    codings = [c.strip().lower() for c in field.split(",")]
+    codings = [c for c in codings if c not in ("chunked", "identity", "")]
+    if not codings:
+        return None
+    if codings not in (["gzip"], ["x-gzip"], ["deflate"]) or "Content-Encoding" in headers:
+        raise aiohttp.ClientPayloadError(f"unsupported Transfer-Encoding {field[:40]!r}")
+    return zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib, by the stream's header
 
 
 def _ssl(verify: bool | str) -> ssl.SSLContext | bool:
@@ -178,16 +194,22 @@ class Wire:
             declared = response.content_length
             if declared is not None and declared > cap:
                 raise TooLarge(f"Content-Length {declared} is over the {cap}-byte cap")
+            inflate = _transfer_decoder(response.headers)
             parts: list[bytes] = []
             size = 0
             async for part in response.content.iter_any():  # decoded, in bounded pieces
+                if inflate is not None:
+                    part = inflate.decompress(part, cap - size + 1)
+                    if inflate.unconsumed_tail:  # more output than the cap allows
+                        size = cap
                 size += len(part)
                 if size > cap:
                     raise TooLarge(f"the decoded body passed the {cap}-byte cap")
                 parts.append(part)
-            return HttpReply(
-                response.status, response.reason or "", response.headers, b"".join(parts)
-            )
+            if inflate is not None and not inflate.eof:
+                raise aiohttp.ClientPayloadError("transfer-coded body ends early")
+            body = b"".join(parts)
+            return HttpReply(response.status, response.reason or "", response.headers, body)
 
     async def aclose(self) -> None:
         if self._session is not None:
