@@ -1,7 +1,8 @@
 """Who answers: the provider protocol's implementations and what they share.
 
-Owns the mock provider, live Jev over HTTP (``jev``, its lane ``transport``), the
-OpenAI-compatible ``chat_client`` and the ``llm_judge`` built on it, the ``lexical`` and
+Owns the mock provider, live Jev over HTTP (``jev``), the OpenAI-compatible
+``chat_client`` and the ``llm_judge`` built on it, the one retrying HTTP client both use
+(``http_client``, over aiohttp, and its reply type in ``replies``), the ``lexical`` and
 ``recorded`` baseline judges, the content-addressed reply ``cache`` (and ``cache_merge``),
 rate control (``ratelimit``) and API key checks and redaction (``apikey``).
 

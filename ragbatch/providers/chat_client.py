@@ -2,8 +2,8 @@
 
 Shared by the ``llm`` baseline judge and the LLM claim extractor. ``base`` is the URL without
 ``/v1`` (e.g. ``https://api.openai.com``). Every request asks for ``temperature: 0`` and a
-JSON-object reply. Per call: rate limiter slot -> per-attempt timeout -> tenacity retries
-around the HTTP call only, as for Jev: 408, 429, 5xx, connection errors and timeouts are
+JSON-object reply. The HTTP call goes through the one retrying client
+(:mod:`ragbatch.providers.http_client`), as for Jev: 408, 429, 5xx, connection errors and timeouts are
 retried with capped exponential backoff and jitter, ``retry-after-ms`` / ``Retry-After``
 honoured; 401/403 abort the run; anything else is a failed call. A 200 whose
 ``choices[0].message.content`` is not a JSON object, or whose usage is not a pair of counts, is
