@@ -1,7 +1,7 @@
 """The live client's ceiling: rows/s against ideal and client CPU per row, by concurrency.
 
     python bench/bench_ceiling.py [--concurrency 32,64,128,256,512] [--latency-ms 250]
-        [--rows 8000] [--waves 32] [--case 32:200:3200] [--reference REV] [--httpx2]
+        [--rows 8000] [--waves 32] [--case 32:200:3200] [--reference REV]
         [--without-sniffio] [--no-replay]
 
 A lean asyncio loopback server (raw asyncio streams, HTTP/1.1 keep-alive, a valid Jev reply
@@ -15,9 +15,8 @@ row, rows of 3 contexts: 8 questions); its user+sys CPU is the whole process's (
 * ``--case C:MS:ROWS`` adds runs at other latencies (default: the issue's 32 at 200 ms, 3,200
   rows); the sweep runs min(--rows, --waves x concurrency) rows at each concurrency.
 * ``--reference REV`` also runs the package as it was at git revision REV (``git archive``
-  into a temporary directory, same interpreter), in the same run, and prints the ratios.
-* ``--httpx2`` also runs this package with Jev's client swapped for an ``httpx2.AsyncClient``
-  (its O(N+M) pool, no transport of ours): the evaluation of httpx2 as a replacement.
+  into a temporary directory, same interpreter), in the same run, and prints the ratios;
+  REV may also be a directory that holds such a ``ragbatch`` package (no git needed).
 * ``--without-sniffio`` runs every client as if sniffio were not installed (anyio >= 4.11
   no longer pulls it in): ``import sniffio`` then fails after a real search of sys.path
   outside site-packages, as it does on such an interpreter.
@@ -76,16 +75,6 @@ class _NoSniffio:
         importlib.machinery.PathFinder.find_spec(name, outside)
         raise ModuleNotFoundError("No module named 'sniffio'", name=name)
 sys.meta_path.insert(0, _NoSniffio)
-"""
-# The ``httpx2`` stack: this package with Jev's client replaced by an ``httpx2.AsyncClient``
-# on its own pool (no limit on connections). Throughput only: httpx2's exceptions are not
-# httpx's, so a failed call would not be mapped to a failure kind (the bench has none).
-HTTPX2 = """
-import httpx2, ragbatch.providers.jev as jev
-def _client(base_url, timeout):
-    limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
-    return httpx2.AsyncClient(base_url=base_url, timeout=timeout, limits=limits)
-jev.LeanClient = _client
 """
 # Run with the ragbatch under test on sys.path: the model and questions of the bench rows
 # requests, and a check that the floor client's bodies equal ragbatch's for every row.
@@ -343,11 +332,14 @@ class Bench:
         """Wall seconds, user+sys CPU seconds and the exit code of one ``ragbatch`` process."""
         if stack == FLOOR_STACK:
             return self.process([str(FLOOR), *args], {})
-        prelude = (NO_SNIFFIO if self.without_sniffio else "") + (
-            HTTPX2 if stack == "httpx2" else ""
-        )
+        prelude = NO_SNIFFIO if self.without_sniffio else ""
         entry = ["-c", prelude + LAUNCH] if prelude else ["-m", "ragbatch"]
-        return self.process([*entry, "run", *args], {"PYTHONPATH": str(self.stacks[stack])})
+        return self.process([*entry, "run", *args], self.pythonpath(stack))
+
+    def pythonpath(self, stack: str) -> dict[str, str]:
+        """The stack's package first, then whatever PYTHONPATH already names (its libraries)."""
+        rest = os.environ.get("PYTHONPATH")
+        return {"PYTHONPATH": os.pathsep.join([str(self.stacks[stack]), *([rest] if rest else [])])}
 
     def process(self, argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
         started = time.perf_counter()
@@ -371,14 +363,14 @@ class Bench:
             out=str(path),
         )  # fmt: skip
         subprocess.run(
-            [sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
+            [sys.executable, "-c", code], env={**os.environ, **self.pythonpath("this")},
             cwd=self.tmp / "cwd", check=True,
         )  # fmt: skip
         return path
 
     def origin(self, stack: str) -> str:
         """Where a client process of ``stack`` imports ragbatch from (printed as a check)."""
-        env = {**os.environ, "PYTHONPATH": str(self.stacks[stack])}
+        env = {**os.environ, **self.pythonpath(stack)}
         if stack == FLOOR_STACK:
             return str(FLOOR)
         code = "import ragbatch; print(ragbatch.__file__)"
@@ -470,7 +462,6 @@ def main() -> None:
     parser.add_argument("--case", action="append", type=parse_case)
     parser.add_argument("--reference", metavar="REV")
     parser.add_argument("--without-sniffio", action="store_true")
-    parser.add_argument("--httpx2", action="store_true", help="also run the httpx2 stack")
     parser.add_argument("--no-replay", action="store_true")
     args = parser.parse_args()
     if args.serve:
@@ -486,9 +477,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ceiling-") as tmp_name:
         tmp = Path(tmp_name)
         stacks = {FLOOR_STACK: FLOOR, "this": ROOT}
-        if args.httpx2:
-            stacks["httpx2"] = ROOT
-        if args.reference:
+        if args.reference and Path(args.reference).is_dir():  # a package tree already there
+            stacks[Path(args.reference).name] = Path(args.reference).resolve()
+            args.reference = Path(args.reference).name
+        elif args.reference:
             stacks[args.reference] = archive(args.reference, tmp / "reference")
         bench = Bench(tmp, stacks, args.without_sniffio)
         for name in stacks:
@@ -523,7 +515,6 @@ def main() -> None:
                 replays = {
                     name: bench.run(name, 256, args.latency_ms, rows, offline=True)
                     for name in stacks
-                    if name != "httpx2"  # replays send nothing: the same code as "this"
                 }
                 for result in replays.values():
                     print(result.line(None))
