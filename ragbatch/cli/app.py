@@ -25,6 +25,7 @@ from ragbatch.core.errors import (
 )
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
 from ragbatch.data.output import check_output
+from ragbatch.providers.http_client import DEFAULT_MAX_RESPONSE_BYTES
 from ragbatch.providers.jev import DEFAULT_BASE_URL
 from ragbatch.report.html import require_html_extra
 from ragbatch.report.models import report_schema
@@ -160,6 +161,10 @@ def run(
         int,
         typer.Option(min=1, help="The same for the state plus the longest question."),
     ] = MAX_STATE_QUESTION_TOKENS,
+    max_response_bytes: Annotated[
+        int,
+        typer.Option(min=1, help="Largest reply body, once decoded; a larger one fails the row."),
+    ] = DEFAULT_MAX_RESPONSE_BYTES,
     adaptive: Annotated[
         bool, typer.Option(help="Halve concurrency on 429/529, grow back slowly on success.")
     ] = True,

@@ -43,6 +43,7 @@ from ragbatch.providers.chat_client import (
     Messages,
     malformed,
 )
+from ragbatch.providers.http_client import DEFAULT_MAX_RESPONSE_BYTES
 from ragbatch.providers.ratelimit import RateLimiter
 
 __all__ = [
@@ -197,6 +198,7 @@ class LlmJudge:
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 5.0,
         allow_insecure_http: bool = False,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if answer_cap < 1:
             raise ConfigError(
@@ -205,7 +207,7 @@ class LlmJudge:
         self.chat = ChatClient(
             base_url, api_key, model, limiter, timeout_s=timeout_s, max_retries=max_retries,
             backoff_initial_s=backoff_initial_s, backoff_max_s=backoff_max_s,
-            allow_insecure_http=allow_insecure_http,
+            allow_insecure_http=allow_insecure_http, max_response_bytes=max_response_bytes,
         )  # fmt: skip
         self.model, self.cache, self.seed, self.answer_cap = model, cache, seed, answer_cap
         # The same cache path as Jev's replies (leases, group commit); a read-only cache is

@@ -13,6 +13,7 @@ from ragbatch.core.schema import Row
 from ragbatch.data.output import check_output, write_bytes
 from ragbatch.metrics.ranking import DEFAULT_KS
 from ragbatch.providers.cache import CacheMode
+from ragbatch.providers.http_client import DEFAULT_MAX_RESPONSE_BYTES
 from ragbatch.providers.jev import (
     DEFAULT_BASE_URL,
 )
@@ -79,6 +80,7 @@ class JobConfig:
     max_tokens_per_s: float | None = None
     max_request_tokens: int = MAX_REQUEST_TOKENS
     max_state_question_tokens: int = MAX_STATE_QUESTION_TOKENS
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # decoded reply body: larger fails
     adaptive: bool = True
     max_error_rate: float | None = None
     error_budget_rows: int = 20

@@ -85,6 +85,7 @@ def jev_settings(config: JobConfig) -> JevSettings | None:
         backoff_max_s=config.backoff_max_s,
         allow_insecure_http=config.allow_insecure_http,
         limits=request_limits(config),
+        max_response_bytes=config.max_response_bytes,
     )
 
 
@@ -173,6 +174,7 @@ def make_claims(config: JobConfig) -> ClaimConfig | None:
             timeout_s=config.attempt_timeout_s,
             max_retries=config.max_retries,
             allow_insecure_http=config.allow_insecure_http,
+            max_response_bytes=config.max_response_bytes,
         )
         extractor = LlmClaimExtractor(chat)
     if extractor is None:
@@ -210,5 +212,6 @@ def make_baseline(config: JobConfig) -> BaselineJudge:
             backoff_initial_s=config.backoff_initial_s,
             backoff_max_s=config.backoff_max_s,
             allow_insecure_http=config.allow_insecure_http,
+            max_response_bytes=config.max_response_bytes,
         )
     raise ConfigError(f"unknown baseline {config.baseline!r}; choose recorded, lexical or llm")

@@ -17,6 +17,7 @@ from ragbatch.core.policy import Thresholds, routing_of
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
 from ragbatch.metrics.ranking import DEFAULT_KS
 from ragbatch.providers.cache import CacheMode
+from ragbatch.providers.http_client import DEFAULT_MAX_RESPONSE_BYTES
 from ragbatch.providers.jev import DEFAULT_BASE_URL
 from ragbatch.run.config import (
     DEFAULT_CACHE,
@@ -63,6 +64,7 @@ class RunOptions:
     max_tokens_per_s: float | None = None
     max_request_tokens: int = MAX_REQUEST_TOKENS
     max_state_question_tokens: int = MAX_STATE_QUESTION_TOKENS
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     adaptive: bool = True
     max_error_rate: float | None = None
     error_budget_rows: int = 20
@@ -146,6 +148,7 @@ def job_config(o: RunOptions) -> JobConfig:
         max_tokens_per_s=o.max_tokens_per_s,
         max_request_tokens=o.max_request_tokens,
         max_state_question_tokens=o.max_state_question_tokens,
+        max_response_bytes=o.max_response_bytes,
         adaptive=o.adaptive,
         max_error_rate=o.max_error_rate,
         error_budget_rows=o.error_budget_rows,

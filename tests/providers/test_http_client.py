@@ -9,11 +9,15 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from ragbatch.core.errors import ProviderError
+from ragbatch.cli.app import app
+from ragbatch.core.errors import EXIT_ROW_FAILURES, ProviderError
 from ragbatch.providers.apikey import Redactor
+from ragbatch.providers.cache import ReplyCache
 from ragbatch.providers.http_client import (
     RESPONSE_TOO_LARGE_KIND,
     Policy,
@@ -25,6 +29,7 @@ from ragbatch.providers.http_client import (
 from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.providers.replies import HttpReply
 
+ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-key-7f3a"
 SERVICE = Service("the test API", "TEST_KEY", "x-request-id")
 MiB = 1024 * 1024
@@ -316,3 +321,25 @@ def test_legacy_ipv4_spellings_are_written_the_usual_way() -> None:
     assert canonical_url("http://127.1") == "http://127.0.0.1"
     assert canonical_url("https://api.typesafe.ai") == "https://api.typesafe.ai"
     assert canonical_url("http://[::1]:9") == "http://[::1]:9"
+
+
+def test_a_run_against_a_bomb_fails_its_rows_and_caches_nothing(
+    serve: Callable[[Handler], RawServer], tmp_path: Path
+) -> None:
+    bomb = reply(
+        gzip_bomb(64 * MiB), b"content-encoding: gzip\r\ncontent-type: application/json\r\n"
+    )
+    server = serve(answer(bomb))
+    args = [
+        "run", str(ROOT / "datasets" / "rag-fixture.jsonl"), "--provider", "jev",
+        "--base-url", server.url, "--model", "jev-1.13.0",
+        "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "report.json"),
+        "--pricing", str(ROOT / "pricing" / "typesafe-2026-12.json"),
+        "--max-response-bytes", str(MiB), "--concurrency", "4",
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, args, env={"TYPESAFE_API_KEY": KEY})
+    output = result.stdout + result.stderr
+    assert result.exit_code == EXIT_ROW_FAILURES, output
+    assert "response-too-large: 48 rows" in output and "1048576-byte cap" in output
+    assert len(server.requests) == 48  # not retried
+    assert len(ReplyCache(tmp_path / "cache", read_only=True)) == 0
