@@ -20,6 +20,8 @@ row, rows of 3 contexts: 8 questions); its user+sys CPU is the whole process's (
 * ``--without-sniffio`` runs every client as if sniffio were not installed (anyio >= 4.11
   no longer pulls it in): ``import sniffio`` then fails after a real search of sys.path
   outside site-packages, as it does on such an interpreter.
+* ``--repeat N`` runs every case N times, each time starting with another stack, and
+  prints the median ratios (each taken within one repetition).
 * After the sweep, each stack replays its 256-concurrency cache ``--offline`` (warm-cache
   rows/s).
 * The **floor** (``bench/floor_client.py``) runs in the same run as ragbatch at every case:
@@ -40,6 +42,7 @@ import os
 import random
 import resource
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -380,16 +383,22 @@ class Bench:
         ).stdout.strip()  # fmt: skip
 
     def run(
-        self, stack: str, concurrency: int, latency_ms: float, rows: int, offline: bool = False
+        self,
+        stack: str,
+        concurrency: int,
+        latency_ms: float,
+        rows: int,
+        offline: bool = False,
+        repetition: int = 0,
     ) -> Run:
         server = self.server(latency_ms)
-        tag = f"{stack}-{concurrency}-{latency_ms:g}-{rows}"
+        tag = f"{stack}-{concurrency}-{latency_ms:g}-{rows}-{repetition}"
         record = self.tmp / f"record-{tag}{'-offline' if offline else ''}.json"
         cache = self.tmp / tag
         if stack == FLOOR_STACK:
             out = str(self.tmp / "floor-rows.jsonl")
             if offline:
-                replayed = self.tmp / f"{self.replayed}-{concurrency}-{latency_ms:g}-{rows}"
+                replayed = self.tmp / f"{self.replayed}-{concurrency}-{latency_ms:g}-{rows}-0"
                 args = ["replay", str(replayed)]
             else:
                 args = [
@@ -447,6 +456,25 @@ def archive(rev: str, into: Path) -> Path:
     return into
 
 
+def medians(paired: dict[tuple[int, float, int], list[dict[str, Run]]], reference: str) -> str:
+    """Median ratios over the repetitions: each stack to the floor, and ``this`` to the
+    reference, each ratio taken within one repetition (the same moment's load)."""
+    lines = ["medians over the repetitions (ratios within each repetition):"]
+    for (concurrency, latency, rows), runs in paired.items():
+        lines.append(f"{concurrency} in flight, {latency:g} ms, {rows} rows:")
+        pairs = [(n, FLOOR_STACK) for n in runs[0] if n != FLOOR_STACK]
+        if reference:
+            pairs.append(("this", reference))
+        for mine, theirs in pairs:
+            cpu = statistics.median(r[mine].cpu_s / r[theirs].cpu_s for r in runs)
+            rate = statistics.median(r[mine].run_rate / r[theirs].run_rate for r in runs)
+            spread = ", ".join(f"{r[mine].run_rate / r[theirs].run_rate:.2f}" for r in runs)
+            lines.append(
+                f"  {mine} / {theirs}: CPU a row {cpu:.2f}x, rows/s {rate:.2f}x ({spread})"
+            )
+    return "\n".join(lines)
+
+
 def parse_case(text: str) -> tuple[int, float, int]:
     concurrency, latency, rows = text.split(":")
     return int(concurrency), float(latency), int(rows)
@@ -463,6 +491,7 @@ def main() -> None:
     parser.add_argument("--reference", metavar="REV")
     parser.add_argument("--without-sniffio", action="store_true")
     parser.add_argument("--no-replay", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1, help="repetitions, order rotated")
     args = parser.parse_args()
     if args.serve:
         asyncio.run(serve(args.latency_ms / 1000))
@@ -497,19 +526,33 @@ def main() -> None:
             print(HEADER + (" this vs reference |" if args.reference else ""))
             print("|---" * (11 + bool(args.reference)) + "|")
             versus: list[str] = []
-            for concurrency, latency, rows in cases:
-                results = {name: bench.run(name, concurrency, latency, rows) for name in stacks}
-                for name, result in results.items():
-                    reference = results.get(args.reference) if name == "this" else None
-                    print(result.line(reference), flush=True)
-                floor = results[FLOOR_STACK]
-                versus += [
-                    f"{concurrency} in flight, {latency:g} ms, {rows} rows:",
-                    f"  floor: CPU {floor.cpu_s / rows * 1000:.2f} ms/row, marginal "
-                    f"{floor.marginal_ms(startup[FLOOR_STACK]):.2f} ms/row, "
-                    f"{floor.run_rate / floor.ideal:.2f} of ideal",
-                ]
-                versus += [r.versus(floor, startup) for n, r in results.items() if n != FLOOR_STACK]
+            paired: dict[tuple[int, float, int], list[dict[str, Run]]] = {}
+            for repetition in range(args.repeat):
+                for concurrency, latency, rows in cases:
+                    # each repetition starts with another stack: none always runs first
+                    names = list(stacks)
+                    turn = repetition % len(names)
+                    results = {
+                        name: bench.run(name, concurrency, latency, rows, repetition=repetition)
+                        for name in names[turn:] + names[:turn]
+                    }
+                    paired.setdefault((concurrency, latency, rows), []).append(results)
+                    for name in stacks:
+                        reference = results.get(args.reference) if name == "this" else None
+                        print(results[name].line(reference), flush=True)
+                    floor = results[FLOOR_STACK]
+                    versus += [
+                        f"{concurrency} in flight, {latency:g} ms, {rows} rows"
+                        f" (repetition {repetition + 1}):",
+                        f"  floor: CPU {floor.cpu_s / rows * 1000:.2f} ms/row, marginal "
+                        f"{floor.marginal_ms(startup[FLOOR_STACK]):.2f} ms/row, "
+                        f"{floor.run_rate / floor.ideal:.2f} of ideal",
+                    ]
+                    versus += [
+                        results[n].versus(floor, startup) for n in stacks if n != FLOOR_STACK
+                    ]
+            if args.repeat > 1:
+                versus.append(medians(paired, args.reference))
             if not args.no_replay and 256 in sweep:
                 rows = min(args.rows, args.waves * 256)
                 replays = {
