@@ -11,8 +11,9 @@ attempt runs outside tenacity: most calls need no other.
 
 The wire is aiohttp's (its C parser and keep-alive pool; no limit on connections: the
 limiter bounds the calls in flight). What the providers see is :class:`HttpReply`, the
-project's own small reply type, and the project's failure kinds; :func:`failure_kind` is
-the one mapping of aiohttp's errors to them:
+project's own small reply type, and the project's failure kinds;
+:func:`ragbatch.providers.http_wire.failure_kind` is the one mapping of aiohttp's errors to
+them (the wire module, and aiohttp, are imported only once a client is built):
 
 * ``timeout``: no complete reply within the attempt's time (aiohttp's and ours);
 * ``connection``: refused, reset, dropped before or during the reply, TLS failures and
@@ -35,18 +36,12 @@ CA bundle. Redirects are never followed (a key must not follow one to another ho
 from __future__ import annotations
 
 import random
-import socket
-import ssl
 import time
-import urllib.request
-import zlib
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
-from urllib.parse import urlsplit
 
-import aiohttp
 import anyio
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
@@ -61,7 +56,6 @@ DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 RESPONSE_TOO_LARGE_KIND = "response-too-large"
 RETRY_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
 THROTTLE_STATUSES = frozenset({429, 529})
-USER_AGENT = f"ragbatch aiohttp/{aiohttp.__version__}"
 
 
 @dataclass(frozen=True)
@@ -98,125 +92,6 @@ class Outcome(Generic[T]):
     wall_ms: float
 
 
-class TooLarge(Exception):
-    """The reply's body is over the cap (declared or decoded)."""
-
-
-def failure_kind(exc: BaseException) -> str | None:
-    """The project's failure kind of an aiohttp/OS error, or None if it is not one."""
-    if isinstance(exc, TimeoutError):  # aiohttp's timeouts subclass it too
-        return "timeout"
-    if isinstance(exc, TooLarge):
-        return RESPONSE_TOO_LARGE_KIND
-    if isinstance(exc, aiohttp.ClientError | OSError | ssl.SSLError):
-        return "connection"
-    return None
-
-
-def proxy_for(base_url: str) -> str | None:
-    """The proxy the environment names for ``base_url`` (None: connect directly)."""
-    parts = urlsplit(base_url)
-    if parts.hostname is None or urllib.request.proxy_bypass(parts.hostname):
-        return None
-    return urllib.request.getproxies().get(parts.scheme)
-
-
-def canonical_url(base_url: str) -> str:
-    """``base_url`` with a legacy IPv4 spelling (``2130706433``, ``127.1``, ``0x7f.1``) of its
-    host written the usual way: the system resolver accepts those spellings, aiohttp's URL
-    type refuses them."""
-    parts = urlsplit(base_url)
-    host = parts.hostname
-    if host is None or (host.count(".") == 3 and host.replace(".", "").isdigit()):
-        return base_url
-    try:
-        address = socket.inet_ntoa(socket.inet_aton(host))
-    except OSError:
-        return base_url  # a name, or an IPv6 address
-    netloc = address if parts.port is None else f"{address}:{parts.port}"
-    return parts._replace(netloc=netloc).geturl()
-
-
-def _transfer_decoder(headers: Mapping[str, str]) -> zlib._Decompress | None:
-    """A decoder for a ``Transfer-Encoding: gzip, chunked`` (or deflate) body, which aiohttp
-    leaves coded (it decodes ``Content-Encoding`` only); None when only chunked or none."""
-    field = headers.get("Transfer-Encoding")
-    if field is None:
-        return None
-    codings = [c.strip().lower() for c in field.split(",")]
-    codings = [c for c in codings if c not in ("chunked", "identity", "")]
-    if not codings:
-        return None
-    if codings not in (["gzip"], ["x-gzip"], ["deflate"]) or "Content-Encoding" in headers:
-        raise aiohttp.ClientPayloadError(f"unsupported Transfer-Encoding {field[:40]!r}")
-    return zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib, by the stream's header
-
-
-def _ssl(verify: bool | str) -> ssl.SSLContext | bool:
-    if verify is False:
-        return False
-    if verify is True:
-        return True  # aiohttp's default context (built once per connector)
-    return ssl.create_default_context(cafile=verify)
-
-
-class Wire:
-    """POST over one aiohttp session (opened on first use, inside the event loop)."""
-
-    def __init__(self, base_url: str, policy: Policy) -> None:
-        self.base_url = canonical_url(base_url.rstrip("/"))
-        self.policy = policy
-        self.proxy = proxy_for(self.base_url)
-        self._session: aiohttp.ClientSession | None = None
-        self._timeout = aiohttp.ClientTimeout(total=policy.attempt_timeout_s)
-
-    def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=0, ssl=_ssl(self.policy.verify))
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=self._timeout,
-            headers={"User-Agent": USER_AGENT},
-            trust_env=False,  # proxies: see the module docstring
-        )
-        return self._session
-
-    async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> HttpReply:
-        """One exchange; aiohttp's errors (and :class:`TooLarge`) as they come."""
-        session = self._session or self._open()
-        cap = self.policy.max_response_bytes
-        async with session.post(
-            self.base_url + path,
-            data=body,
-            headers=headers,
-            allow_redirects=False,
-            proxy=self.proxy,
-        ) as response:
-            declared = response.content_length
-            if declared is not None and declared > cap:
-                raise TooLarge(f"Content-Length {declared} is over the {cap}-byte cap")
-            inflate = _transfer_decoder(response.headers)
-            parts: list[bytes] = []
-            size = 0
-            async for part in response.content.iter_any():  # decoded, in bounded pieces
-                if inflate is not None:
-                    part = inflate.decompress(part, cap - size + 1)
-                    if inflate.unconsumed_tail:  # more output than the cap allows
-                        size = cap
-                size += len(part)
-                if size > cap:
-                    raise TooLarge(f"the decoded body passed the {cap}-byte cap")
-                parts.append(part)
-            if inflate is not None and not inflate.eof:
-                raise aiohttp.ClientPayloadError("transfer-coded body ends early")
-            body = b"".join(parts)
-            return HttpReply(response.status, response.reason or "", response.headers, body)
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-
 class RetryingClient:
     """Limiter, one attempt's deadline, retries, status handling and redaction, for one
     endpoint of one service; the caller's ``read`` turns a 200 into its value."""
@@ -230,7 +105,10 @@ class RetryingClient:
         service: Service,
         redact: Redactor,
     ) -> None:
+        from ragbatch.providers.http_wire import WIRE_ERRORS, Wire  # aiohttp: when needed
+
         self.wire = Wire(base_url, policy)
+        self._wire_errors = WIRE_ERRORS
         self.limiter, self.policy, self.service, self.redact = limiter, policy, service, redact
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         self.retries: Counter[str] = Counter()
@@ -252,7 +130,7 @@ class RetryingClient:
             started = time.perf_counter()
             try:
                 reply = await self.wire.post(path, body, self._headers)
-            except (aiohttp.ClientError, OSError, TimeoutError, TooLarge) as exc:
+            except self._wire_errors as exc:
                 raise self._failed(exc, estimate) from None
             latency_ms = (time.perf_counter() - started) * 1000
         if reply.status != 200:
@@ -269,6 +147,8 @@ class RetryingClient:
         return value, latency_ms
 
     def _failed(self, exc: BaseException, estimate: int) -> ProviderError:
+        from ragbatch.providers.http_wire import failure_kind
+
         kind = failure_kind(exc) or "connection"
         if kind == RESPONSE_TOO_LARGE_KIND:  # the request was served: keep its estimate
             return ProviderError(self.redact(f"reply too large: {exc}"), kind=kind)
@@ -381,5 +261,4 @@ __all__ = [
     "Policy",
     "RetryingClient",
     "Service",
-    "failure_kind",
 ]

@@ -18,14 +18,8 @@ from ragbatch.cli.app import app
 from ragbatch.core.errors import EXIT_ROW_FAILURES, ProviderError
 from ragbatch.providers.apikey import Redactor
 from ragbatch.providers.cache import ReplyCache
-from ragbatch.providers.http_client import (
-    RESPONSE_TOO_LARGE_KIND,
-    Policy,
-    RetryingClient,
-    Service,
-    canonical_url,
-    proxy_for,
-)
+from ragbatch.providers.http_client import RESPONSE_TOO_LARGE_KIND, Policy, RetryingClient, Service
+from ragbatch.providers.http_wire import canonical_url, proxy_for
 from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.providers.replies import HttpReply
 
