@@ -199,6 +199,7 @@ class LlmJudge:
         backoff_max_s: float = 5.0,
         allow_insecure_http: bool = False,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        tls_verify: bool | str = True,
     ) -> None:
         if answer_cap < 1:
             raise ConfigError(
@@ -208,6 +209,7 @@ class LlmJudge:
             base_url, api_key, model, limiter, timeout_s=timeout_s, max_retries=max_retries,
             backoff_initial_s=backoff_initial_s, backoff_max_s=backoff_max_s,
             allow_insecure_http=allow_insecure_http, max_response_bytes=max_response_bytes,
+            tls_verify=tls_verify,
         )  # fmt: skip
         self.model, self.cache, self.seed, self.answer_cap = model, cache, seed, answer_cap
         # The same cache path as Jev's replies (leases, group commit); a read-only cache is

@@ -4,7 +4,10 @@ framing edge cases, the mapping of failures to the project's kinds, the body cap
 from __future__ import annotations
 
 import gzip
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 import zlib
@@ -105,7 +108,7 @@ def serve() -> Iterator[Callable[[Handler], RawServer]]:
         server.close()
 
 
-def client(url: str, **policy: float) -> RetryingClient:
+def client(url: str, **policy: float | str) -> RetryingClient:
     settings = Policy(**{"attempt_timeout_s": 5.0, "max_retries": 0, **policy})  # type: ignore[arg-type]
     return RetryingClient(url, KEY, RateLimiter(8), settings, SERVICE, Redactor(KEY))
 
@@ -337,3 +340,48 @@ def test_a_run_against_a_bomb_fails_its_rows_and_caches_nothing(
     assert "response-too-large: 48 rows" in output and "1048576-byte cap" in output
     assert len(server.requests) == 48  # not retried
     assert len(ReplyCache(tmp_path / "cache", read_only=True)) == 0
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A TLS loopback server with a self-signed certificate for 127.0.0.1; its URL and the
+    certificate (the CA bundle that trusts it)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+                with context.wrap_socket(conn, server_side=True) as tls:
+                    tls.recv(65536)
+                    tls.sendall(reply(b'{"tls": true}', b"connection: close\r\n"))
+            except (OSError, ssl.SSLError):
+                if listener.fileno() < 0:
+                    return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"https://127.0.0.1:{port}", cert
+    listener.close()
+
+
+@pytest.mark.anyio
+async def test_tls_is_verified_unless_told_otherwise(tls_server: tuple[str, Path]) -> None:
+    url, cert = tls_server
+    error = await failure(client(url))  # the system's CAs do not trust it
+    assert error.kind == "connection" and "certificate" in str(error).lower()
+    trusted = client(url, verify=str(cert))
+    assert (await post(trusted)).body == b'{"tls": true}'
+    unchecked = client(url, verify=False)
+    assert (await post(unchecked)).body == b'{"tls": true}'
