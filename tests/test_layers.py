@@ -51,6 +51,7 @@ PURE = [
 # The four the style guide names, plus the standard ways to reach files, processes or sockets.
 FORBIDDEN_MODULES = {
     "httpx",
+    "aiohttp",
     "diskcache",
     "anyio",
     "typer",

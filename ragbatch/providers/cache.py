@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import anyio
 import orjson
-from pydantic import ValidationError
 
 from ragbatch.core.errors import TOO_LARGE_KIND, ProviderError
 from ragbatch.core.provider import Call, Provider, Reply
@@ -36,6 +36,7 @@ from ragbatch.providers.cache_writer import GroupCommit, GroupWriter
 __all__ = [
     "FORMAT",
     "CacheMode",
+    "CachePath",
     "CacheStats",
     "CachedProvider",
     "ReplyCache",
@@ -51,6 +52,7 @@ FORMAT = 1
 # Waiting for another process's lease: the first poll, and the longest gap between polls.
 POLL_FIRST_S, POLL_MAX_S = 0.01, 0.1
 CacheMode = Literal["use", "offline", "refresh", "off"]
+V = TypeVar("V")
 
 
 def encode_entry(reply: Reply, key: str | None = None) -> bytes:
@@ -156,6 +158,113 @@ def read_raw(cache: ReplyCache, key: str, stats: CacheStats, warnings: list[str]
         return None
 
 
+class CachePath(Generic[V]):
+    """The one way to the cache for every provider (Jev replies, judge verdicts): a lookup
+    that drops what fails to decode, then, on a miss, the key's in-process and cross-process
+    lease, the call, and a group-committed write that returns once the entry is on disk.
+
+    ``mode``: ``use`` (answer from the cache, fetch and store on a miss), ``offline`` (a
+    miss is a ``cache-miss`` failure; nothing is sent), ``refresh`` (fetch again, except
+    what this run already fetched); ``off`` is the caller's: it does not build a path.
+    """
+
+    def __init__(self, cache: ReplyCache, mode: CacheMode = "use", label: str = "cache") -> None:
+        self.cache, self.mode, self.label = cache, mode, label
+        self.stats = CacheStats()
+        self.warnings: list[str] = []
+        self._in_flight: dict[str, anyio.Event] = {}
+        # Keys fetched afresh in this run: ``refresh`` trusts those, so a duplicate
+        # request (in flight at the same time or later) is not sent again.
+        self._refreshed: set[str] = set()
+        self._writer: GroupWriter | None = None
+        # Writes are group-committed (see cache_writer); each waits for its own commit. So
+        # are the cross-process leases: one transaction lets go of the leases of rows just
+        # stored and takes those of rows about to be sent, for every row that arrived meanwhile.
+        self._leases: GroupCommit[tuple[LeaseOp, str], set[str]] | None = None
+        if not cache.read_only:
+            self._writer = GroupWriter(cache.put_many)
+            self._leases = GroupCommit(cache.exchange_leases)
+
+    def lookup(self, key: str, decode: Callable[[bytes], V]) -> V | None:
+        """The decoded entry of ``key``, or None (missing, unreadable or failing ``decode``:
+        then counted corrupt, said in ``warnings`` and dropped)."""
+        # A read is a fast indexed SQLite lookup: done inline (a thread hop per row would
+        # halve warm-replay throughput). Writes, which may wait on the WAL, go to a thread.
+        data = read_raw(self.cache, key, self.stats, self.warnings)
+        if data is None:
+            return None
+        try:
+            return decode(data)
+        except (ValueError, LookupError, TypeError, ProviderError) as exc:
+            self.stats.corrupt += 1
+            done = "ignored (read-only)" if self.cache.read_only else "dropped"
+            self.warnings.append(f"corrupt {self.label} entry {key[:12]}… {done} ({exc})")
+            self.cache.delete(key)
+            return None
+
+    async def fetch(
+        self,
+        key: str,
+        decode: Callable[[bytes], V],
+        encode: Callable[[V], bytes],
+        send: Callable[[], Awaitable[V]],
+        on_hit: Callable[[V], V],
+    ) -> V:
+        """The entry of ``key`` (passed through ``on_hit``), else ``send()``'s value, stored."""
+        while (pending := self._in_flight.get(key)) is not None:
+            self.stats.deduplicated += 1
+            await pending.wait()
+        trusted = self.mode != "refresh" or key in self._refreshed
+        if trusted and (hit := self.lookup(key, decode)) is not None:
+            return on_hit(hit)
+        if self.mode == "offline" or self._writer is None:
+            self.stats.misses += 1  # a miss all the same: the row fails instead of fetching
+            raise ProviderError(
+                f"no cached reply for this request (cache key {key[:16]}…) and --offline is set",
+                kind="cache-miss",
+            )
+        done = self._in_flight[key] = anyio.Event()
+        try:
+            if (hit := await self._claim(key, decode)) is not None:
+                return on_hit(hit)
+            self.stats.misses += 1
+            try:
+                value = await send()
+                await self._writer.put(key, encode(value))  # returns once committed
+            finally:  # stored (or failed): a process waiting for this key may go on
+                with anyio.CancelScope(shield=True):
+                    await self._let_go(key)
+            self.stats.writes += 1
+            self._refreshed.add(key)
+            return value
+        finally:
+            del self._in_flight[key]
+            done.set()
+
+    async def _claim(self, key: str, decode: Callable[[bytes], V]) -> V | None:
+        """Take the cross-process lease of ``key``, waiting while another process holds it;
+        the entry that process stored, if any, instead of the lease (then nothing is sent)."""
+        delay, waited = POLL_FIRST_S, False
+        assert self._leases is not None  # a writable cache
+        while key not in await self._leases.submit(("acquire", key)):
+            if not waited:
+                self.stats.deduplicated += 1
+                waited = True
+            await anyio.sleep(delay)
+            delay = min(2 * delay, POLL_MAX_S)
+        if self.mode == "refresh" and not waited:
+            return None  # the entry there predates this run: refresh does not trust it
+        # The holder before us stores its entry before it lets the lease go.
+        hit = self.lookup(key, decode)
+        if hit is not None:
+            await self._let_go(key)
+        return hit
+
+    async def _let_go(self, key: str) -> None:
+        assert self._leases is not None
+        await self._leases.submit(("release", key))
+
+
 class CachedProvider:
     """Wraps a provider: answers from the cache when it can, stores what it fetched."""
 
@@ -173,39 +282,19 @@ class CachedProvider:
         self.name = inner.name
         self.model = inner.model
         self.endpoint = inner.endpoint
-        self.stats = CacheStats()
-        self.warnings: list[str] = []
-        self._in_flight: dict[str, anyio.Event] = {}
-        # Keys fetched afresh in this run: ``refresh`` trusts those, so a duplicate
-        # request (in flight at the same time or later) is not sent again.
-        self._refreshed: set[str] = set()
-        # Writes are group-committed (see cache_writer); each waits for its own commit.
-        self._writer = GroupWriter(cache.put_many) if cache is not None else None
-        # So are the cross-process leases: one transaction lets go of the leases of rows just
-        # stored and takes those of rows about to be sent, for every row that arrived meanwhile.
-        self._leases: GroupCommit[tuple[LeaseOp, str], set[str]] | None = None
-        if cache is not None and not cache.read_only:
-            self._leases = GroupCommit(cache.exchange_leases)
+        self.path: CachePath[Reply] | None = None
+        if cache is not None:
+            self.path = CachePath(cache, mode)
+            self.stats, self.warnings = self.path.stats, self.path.warnings
+        else:
+            self.stats, self.warnings = CacheStats(), []
+
+    @property
+    def _leases(self) -> GroupCommit[tuple[LeaseOp, str], set[str]] | None:
+        return None if self.path is None else self.path._leases
 
     def key_for(self, call: Call) -> str:
         return request_key(self.endpoint, call.request)
-
-    def _lookup(self, key: str, call: Call) -> Reply | None:
-        if self.cache is None:
-            return None
-        # A read is a fast indexed SQLite lookup: done inline (a thread hop per row would
-        # halve warm-replay throughput). Writes, which may wait on the WAL, go to a thread.
-        data = read_raw(self.cache, key, self.stats, self.warnings)
-        if data is None:
-            return None
-        try:
-            return decode_entry(data, call, key)
-        except (ValueError, ValidationError, ProviderError) as exc:
-            self.stats.corrupt += 1
-            done = "ignored (read-only)" if self.cache.read_only else "dropped"
-            self.warnings.append(f"corrupt cache entry {key[:12]}… {done} ({exc})")
-            self.cache.delete(key)
-            return None
 
     def _hit(self, hit: Reply) -> Reply:
         self.stats.hits += 1
@@ -215,65 +304,21 @@ class CachedProvider:
         return hit.model_copy(update={"cached": True})
 
     async def fetch_answers(self, call: Call) -> Reply:
-        if self.cache is None or self.mode == "off":
+        if self.path is None or self.mode == "off":
             return await self.inner.fetch_answers(call)
-        key = self.key_for(call)
-        while (pending := self._in_flight.get(key)) is not None:
-            self.stats.deduplicated += 1
-            await pending.wait()
-        trusted = self.mode != "refresh" or key in self._refreshed
-        if trusted and (hit := self._lookup(key, call)) is not None:
-            return self._hit(hit)
-        if self.mode == "offline":
-            self.stats.misses += 1  # a miss all the same: the row fails instead of fetching
-            too_large = oversize_reason(call.request, self.sizes) if self.sizes else None
-            if too_large is not None:  # as in the live run: the replay's report is the same
+        if self.mode == "offline" and self.sizes is not None:
+            too_large = oversize_reason(call.request, self.sizes)
+            if too_large is not None:  # never sent live, so never cached: fail as live does
+                self.stats.misses += 1
                 raise ProviderError(too_large, kind=TOO_LARGE_KIND)
-            raise ProviderError(
-                f"no cached reply for this request (cache key {key[:16]}…) and --offline is set",
-                kind="cache-miss",
-            )
-        done = self._in_flight[key] = anyio.Event()
-        try:
-            if (hit := await self._claim(self.cache, key, call)) is not None:
-                return self._hit(hit)
-            self.stats.misses += 1
-            try:
-                reply = await self.inner.fetch_answers(call)
-                assert self._writer is not None
-                await self._writer.put(key, encode_entry(reply, key))  # returns once committed
-            finally:  # stored (or failed): a process waiting for this key may go on
-                with anyio.CancelScope(shield=True):
-                    await self._let_go(key)
-            self.stats.writes += 1
-            self._refreshed.add(key)
-            return reply
-        finally:
-            del self._in_flight[key]
-            done.set()
-
-    async def _claim(self, cache: ReplyCache, key: str, call: Call) -> Reply | None:
-        """Take the cross-process lease of ``key``, waiting while another process holds it;
-        the reply that process stored, if any, instead of the lease (then nothing is sent)."""
-        delay, waited = POLL_FIRST_S, False
-        assert self._leases is not None  # a writable cache
-        while key not in await self._leases.submit(("acquire", key)):
-            if not waited:
-                self.stats.deduplicated += 1
-                waited = True
-            await anyio.sleep(delay)
-            delay = min(2 * delay, POLL_MAX_S)
-        if self.mode == "refresh" and not waited:
-            return None  # the entry there predates this run: refresh does not trust it
-        # The holder before us stores its reply before it lets the lease go.
-        hit = self._lookup(key, call)
-        if hit is not None:
-            await self._let_go(key)
-        return hit
-
-    async def _let_go(self, key: str) -> None:
-        assert self._leases is not None
-        await self._leases.submit(("release", key))
+        key = self.key_for(call)
+        return await self.path.fetch(
+            key,
+            lambda data: decode_entry(data, call, key),
+            lambda reply: encode_entry(reply, key),
+            lambda: self.inner.fetch_answers(call),
+            self._hit,
+        )
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -11,8 +11,11 @@ Bias mitigations (docs/semantics.md §7): the contexts are shown in an order shu
 characters with a marker (verbosity bias); the prompt says both, and
 :attr:`LlmJudge.mitigations` keeps, per row, the order shown and whether the answer was cut.
 
-Verdicts are cached in the run's :class:`ReplyCache` under the sha256 of the canonical JSON of
-endpoint, model and the exact messages (so a new seed, cap or rubric is a new key). An entry
+Verdicts are cached in the run's :class:`ReplyCache`, through the same
+:class:`~ragbatch.providers.cache.CachePath` as Jev's replies (leases, group commit), under
+the sha256 of the canonical JSON of endpoint, model and the exact messages (so a new seed,
+cap or rubric is a new key). Under ``--offline`` a verdict not cached fails as
+``cache-miss``: nothing is sent. An entry
 is a header line (format, checksum, key) and the verdict JSON with its answering model,
 latency and usage; one that fails a check is dropped and fetched again. Errors are never cached.
 """
@@ -25,14 +28,13 @@ import random
 from dataclasses import dataclass
 from typing import Any, cast
 
-import anyio
 import orjson
 
-from ragbatch.core.errors import ConfigError, ProviderError
+from ragbatch.core.errors import ConfigError
 from ragbatch.core.provider import BaselineReply
 from ragbatch.core.schema import DIAGNOSES, Claim, Diagnosis, Row, TokenUsage
 from ragbatch.core.wire import canonical_json
-from ragbatch.providers.cache import CacheStats, ReplyCache, read_raw
+from ragbatch.providers.cache import CacheMode, CachePath, CacheStats, ReplyCache
 from ragbatch.providers.chat_client import (
     API_KEY_ENV,
     CHAT_ENDPOINT,
@@ -41,6 +43,7 @@ from ragbatch.providers.chat_client import (
     Messages,
     malformed,
 )
+from ragbatch.providers.http_client import DEFAULT_MAX_RESPONSE_BYTES
 from ragbatch.providers.ratelimit import RateLimiter
 
 __all__ = [
@@ -195,6 +198,8 @@ class LlmJudge:
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 5.0,
         allow_insecure_http: bool = False,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        tls_verify: bool | str = True,
     ) -> None:
         if answer_cap < 1:
             raise ConfigError(
@@ -203,45 +208,46 @@ class LlmJudge:
         self.chat = ChatClient(
             base_url, api_key, model, limiter, timeout_s=timeout_s, max_retries=max_retries,
             backoff_initial_s=backoff_initial_s, backoff_max_s=backoff_max_s,
-            allow_insecure_http=allow_insecure_http,
+            allow_insecure_http=allow_insecure_http, max_response_bytes=max_response_bytes,
+            tls_verify=tls_verify,
         )  # fmt: skip
         self.model, self.cache, self.seed, self.answer_cap = model, cache, seed, answer_cap
-        self.stats = CacheStats()
-        self.warnings: list[str] = []
+        # The same cache path as Jev's replies (leases, group commit); a read-only cache is
+        # an --offline replay: a verdict not in it fails as cache-miss, nothing is sent.
+        self.path: CachePath[BaselineReply] | None = None
+        if cache is not None:
+            mode: CacheMode = "offline" if cache.read_only else "use"
+            self.path = CachePath(cache, mode, "judge cache")
+        self.stats = self.path.stats if self.path is not None else CacheStats()
+        self.warnings: list[str] = self.path.warnings if self.path is not None else []
         self.mitigations: dict[str, Mitigation] = {}  # per row id: order shown, answer cap
 
-    def _lookup(self, key: str) -> BaselineReply | None:
-        if self.cache is None:
-            return None
-        data = read_raw(self.cache, key, self.stats, self.warnings)
-        if data is None:
-            return None
-        try:
-            return decode_verdict(data, key)
-        except (ValueError, LookupError, TypeError, ProviderError) as exc:
-            self.stats.corrupt += 1
-            self.warnings.append(f"corrupt judge cache entry {key[:12]}… dropped ({exc})")
-            self.cache.delete(key)
-            return None
+    def _hit(self, hit: BaselineReply) -> BaselineReply:
+        self.stats.hits += 1
+        self.stats.saved_input_tokens += hit.usage.input_tokens
+        return hit
+
+    async def _ask(self, messages: Messages) -> BaselineReply:
+        reply = await self.chat.complete(messages)
+        diagnosis, confidence = parse_verdict(reply.content, reply.request_id)
+        return BaselineReply(
+            diagnosis, confidence, reply.model, reply.latency_ms, reply.usage, reply.estimated
+        )
 
     async def judge(self, row: Row) -> BaselineReply:
         """The LLM's verdict (cached by content), or ProviderError: a failed baseline row."""
         messages, self.mitigations[row.id] = build_messages(row, self.seed, self.answer_cap)
+        if self.path is None:
+            self.stats.misses += 1
+            return await self._ask(messages)
         key = verdict_key(self.model, messages)
-        if (hit := self._lookup(key)) is not None:
-            self.stats.hits += 1
-            self.stats.saved_input_tokens += hit.usage.input_tokens
-            return hit
-        self.stats.misses += 1
-        reply = await self.chat.complete(messages)
-        diagnosis, confidence = parse_verdict(reply.content, reply.request_id)
-        verdict = BaselineReply(
-            diagnosis, confidence, reply.model, reply.latency_ms, reply.usage, reply.estimated
+        return await self.path.fetch(
+            key,
+            lambda data: decode_verdict(data, key),
+            lambda verdict: encode_verdict(verdict, key),
+            lambda: self._ask(messages),
+            self._hit,
         )
-        if self.cache is not None:
-            await anyio.to_thread.run_sync(self.cache.put, key, encode_verdict(verdict, key))
-            self.stats.writes += 1
-        return verdict
 
     async def aclose(self) -> None:
         """Close the HTTP client (the cache belongs to the caller)."""

@@ -93,6 +93,7 @@ def jev_settings(o: RunOptions) -> JevSettings | None:
         backoff_max_s=o.retry.backoff_max_s,
         allow_insecure_http=o.jev.allow_insecure_http,
         limits=o.jev.request_limits,
+        max_response_bytes=o.jev.max_response_bytes,
     )
 
 
@@ -184,6 +185,7 @@ def make_claims(o: RunOptions) -> ClaimConfig | None:
             timeout_s=o.retry.timeout,
             max_retries=o.retry.max_retries,
             allow_insecure_http=o.jev.allow_insecure_http,
+            max_response_bytes=o.jev.max_response_bytes,
         )
         extractor = LlmClaimExtractor(chat)
     if extractor is None:
@@ -221,6 +223,7 @@ def make_baseline(o: RunOptions) -> BaselineJudge:
             backoff_initial_s=o.retry.backoff_initial_s,
             backoff_max_s=o.retry.backoff_max_s,
             allow_insecure_http=o.jev.allow_insecure_http,
+            max_response_bytes=o.jev.max_response_bytes,
         )
     raise ConfigError(f"unknown baseline {o.judge.baseline!r}; choose recorded, lexical or llm")
 

@@ -29,6 +29,7 @@ from ragbatch.core.policy import Thresholds, routing_of
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS, RequestLimits
 from ragbatch.metrics.ranking import DEFAULT_KS
 from ragbatch.providers.cache import CacheMode
+from ragbatch.providers.http_client import DEFAULT_MAX_RESPONSE_BYTES
 from ragbatch.providers.jev import DEFAULT_BASE_URL
 from ragbatch.run.config import (
     DEFAULT_CACHE,
@@ -124,6 +125,7 @@ class JevOptions:
     )
     max_request_tokens: int = option(MAX_REQUEST_TOKENS, "Estimated input tokens per request above which it is not sent.", min=1)  # fmt: skip
     max_state_question_tokens: int = option(MAX_STATE_QUESTION_TOKENS, "The same for the state plus the longest question.", min=1)  # fmt: skip
+    max_response_bytes: int = option(DEFAULT_MAX_RESPONSE_BYTES, "Largest reply body, once decoded; a larger one fails the row.", min=1)  # fmt: skip
 
     @property
     def request_limits(self) -> RequestLimits:
@@ -336,7 +338,7 @@ HELP_ORDER = [
     "dataset", "out", "format", "mapping", "outputs", "provider", "model", "base_url",
     "allow_insecure_http", "api_key", "cache_dir", "offline", "refresh", "no_cache", "timeout",
     "row_deadline", "max_retries", "max_rps", "max_tokens_per_s", "max_request_tokens",
-    "max_state_question_tokens", "adaptive", "max_error_rate", "error_budget_rows", "concurrency",
+    "max_state_question_tokens", "max_response_bytes", "adaptive", "max_error_rate", "error_budget_rows", "concurrency",
     "fail_threshold", "pass_threshold", "routing", "pricing", "baseline", "judge_base_url",
     "judge_model", "judge_api_key", "policy", "markdown", "html", "ignore_unknown_fields",
     "groundedness", "claim_evidence", "claim_extractor", "slice_by", "k", "rows_out",

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import orjson
 import pytest
+from multidict import CIMultiDict
 from typer.testing import CliRunner
 
 from ragbatch.cli.app import app
@@ -39,6 +39,7 @@ from ragbatch.data.jsonl import JsonlReader
 from ragbatch.providers.cache import CachedProvider, ReplyCache
 from ragbatch.providers.jev import JevProvider, JevSettings, error_message, parse_retry_after
 from ragbatch.providers.ratelimit import RateLimiter
+from ragbatch.providers.replies import HttpReply
 from ragbatch.run.job import run_job
 from ragbatch.testing import Fault, JevServer, count_input_tokens
 from ragbatch.testing.bucket import TokenBucket
@@ -147,11 +148,11 @@ NOW = 1_800_000_000
     ],
 )
 def test_parse_retry_after(headers: dict[str, str], expected: float | None) -> None:
-    assert parse_retry_after(httpx.Headers(headers), now=NOW) == expected
+    assert parse_retry_after(CIMultiDict(headers), now=NOW) == expected
 
 
 def test_parse_retry_after_http_date_against_the_clock() -> None:
-    headers = httpx.Headers({"Retry-After": formatdate(time.time() + 120, usegmt=True)})
+    headers = CIMultiDict({"Retry-After": formatdate(time.time() + 120, usegmt=True)})
     wait = parse_retry_after(headers)
     assert wait is not None and 115 <= wait <= 120
 
@@ -178,7 +179,9 @@ def test_parse_retry_after_http_date_against_the_clock() -> None:
     ],
 )
 def test_error_message(content: bytes, expected: str) -> None:
-    assert error_message(httpx.Response(500, content=content)) == expected
+    assert (
+        error_message(HttpReply(500, "Internal Server Error", CIMultiDict(), content)) == expected
+    )
 
 
 # -- retried and not retried ---------------------------------------------------------------
