@@ -185,7 +185,9 @@ def main() -> None:
     )
     print(header)
     print("|" + " --- |" * 10)
-    for shape_seed, shape in enumerate(("calibrated", "pass-biased", "concentrated", "agreement-70")):
+    for shape_seed, shape in enumerate(
+        ("calibrated", "pass-biased", "concentrated", "agreement-70")
+    ):
         case = population(shape, args.rows, 1000 + shape_seed)
         for rate in rates:
             r = run_case(case, rate, args.replications)
