@@ -253,3 +253,14 @@ def test_gate_baseline_labels_need_labels(tmp_path: Path) -> None:
     labels = write(tmp_path / "l.jsonl", labelled(1.0))
     code, out, err = gate(tmp_path, "--baseline-labels", str(labels))
     assert (code, out) == (2, "") and "--baseline-labels needs --labels" in err
+
+
+def test_evaluation_infer_takes_a_labels_file_or_lines(tmp_path: Path) -> None:
+    from ragbatch.api import Evaluation
+
+    lines = labelled(0.3)
+    evaluation = Evaluation(report=Report.model_validate(DATA))
+    from_lines = evaluation.infer(lines, target_width=0.1)
+    from_file = evaluation.infer(write(tmp_path / "l.jsonl", lines), target_width=0.1)
+    assert from_lines == from_file == infer(Report.model_validate(DATA), lines, 0.95, 0.1)
+    assert from_lines.more_labels is not None and from_lines.target_width == 0.1
