@@ -161,6 +161,20 @@ def check_sample(
             f"{source}: {len(unknown)} labelled ids are not successful rows of the report "
             f"({named}); label a sample of this report"
         )
+    ids = [str(line.get("id")) for line in rows]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise ConfigError(f"{source}: rows labelled twice ({', '.join(twice[:SHOWN_UNKNOWN])})")
+    counts: dict[str, int] = {}
+    for row in by_id.values():
+        key = stratum_of(row.diagnosis, row.route)
+        counts[key] = counts.get(key, 0) + 1
+    for key, recorded in (header.get("strata") or {}).items():
+        if isinstance(recorded, Mapping) and recorded.get("rows") != counts.get(key, 0):
+            raise ConfigError(
+                f"{source} was drawn from another run: stratum {key} had {recorded.get('rows')} "
+                f"rows, the report has {counts.get(key, 0)}; label a sample of this report"
+            )
     for line in rows:
         row = by_id[str(line.get("id"))]
         stratum = line.get("stratum")

@@ -125,6 +125,11 @@ def test_metadata_slices_get_their_own_figures() -> None:
         (lambda ls: ls[1].update(id="nope"), "1 labelled ids are not successful rows"),
         (lambda ls: ls[1].update(stratum="PASS/fallback"), "was sampled in stratum PASS/fallback"),
         (lambda ls: ls[1].update(inclusionProbability=0), "inclusionProbability must be in"),
+        (lambda ls: ls.append(dict(ls[1])), "rows labelled twice"),
+        (
+            lambda ls: ls[0]["sample"]["strata"]["PASS/auto"].update(rows=99),
+            "drawn from another run: stratum PASS/auto had 99 rows, the report has 11",
+        ),
     ],
 )
 def test_a_sample_of_another_report_is_refused(change: Any, message: str) -> None:
