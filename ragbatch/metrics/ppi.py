@@ -80,7 +80,9 @@ class Estimate(Out):
     standard_error: float
     effective_labels: float  # labels alone would need this many for the same variance
     judge_weight: float  # the power-tuning lambda on the judge (0: labels alone)
-    stratified: bool  # False when a stratum had no label and the strata were pooled
+    # False: not the stratified PPI++ figure (a stratum had no label, so the strata were
+    # pooled; or the labels alone gave the smaller variance and their figure is given)
+    stratified: bool
     more_labels: int | None = None  # to reach the target half-width (None: none asked)
 
 
