@@ -15,8 +15,8 @@ the candidates; when the labels' own variance estimate is still the smaller (tin
 for their pseudo-labels, below), the labels-only figure is given, so the interval is never
 wider than the labels' own.
 
-Variance: the stratified-sampling formula with the finite-population correction (the target is
-the report's rows, all of them judged). A stratum without a label for the target leaves its
+Variance: the stratified-sampling formula with the finite-population correction ``1 -
+inclusion`` (the target is the report's rows, all of them judged). A stratum without a label for the target leaves its
 rows unrepresented, so then the strata are pooled into one group weighted by ``1 /
 inclusion``. Each group's variance is estimated with two pseudo-labels (one 1, one 0, at the
 group's mean verdict) so that a stratum whose few labels all agree does not claim zero
@@ -99,8 +99,10 @@ class _Moments:
 
 
 def _moments(items: Sequence[Labelled], rows: int, total: int) -> _Moments:
-    """A group's Hajek means and the variance of those means (with-replacement
-    linearisation, finite-population correction, pseudo-labels for the variance only)."""
+    """A group's Hajek means and the variance of those means: with-replacement
+    linearisation, each label's finite-population correction ``1 - inclusion`` (so a slice
+    whose rows all happen to be labelled still has the sampling's variance), pseudo-labels
+    at the mean weight for the variance only."""
     y_mean = math.fsum(i.weight * i.y for i in items) / math.fsum(i.weight for i in items)
     f_mean = math.fsum(i.weight * i.f for i in items) / math.fsum(i.weight for i in items)
     pad = math.fsum(i.weight for i in items) / len(items)
@@ -109,10 +111,13 @@ def _moments(items: Sequence[Labelled], rows: int, total: int) -> _Moments:
     sw = math.fsum(i.weight for i in padded)
     ym = math.fsum(i.weight * i.y for i in padded) / sw
     fm = math.fsum(i.weight * i.f for i in padded) / sw
-    scale = n / (n - 1) / (sw * sw) * max(0.0, 1.0 - len(items) / rows)
+    scale = n / (n - 1) / (sw * sw)
 
     def cov(a: Sequence[float], b: Sequence[float]) -> float:
-        return scale * math.fsum(i.weight**2 * x * z for i, x, z in zip(padded, a, b, strict=True))
+        return scale * math.fsum(
+            i.weight**2 * max(0.0, 1.0 - 1.0 / i.weight) * x * z
+            for i, x, z in zip(padded, a, b, strict=True)
+        )
 
     dy = [i.y - ym for i in padded]
     df = [i.f - fm for i in padded]

@@ -38,10 +38,15 @@ def test_hand_computed_two_strata() -> None:
     assert (e.low, e.high) == pytest.approx(
         (0.4375 - Z95 * math.sqrt(variance), 0.4375 + Z95 * math.sqrt(variance))
     )
-    # Labels only: the 7 labels weighted 2.5 and 10 plus the pseudo-labels at the mean
-    # weight 40/7: Hajek mean 17.5 / 40, variance 94.2454 * 9/8 / (360/7)^2 * (1 - 7/40).
+    # Labels only: the 7 labels weighted 2.5 (inclusion 0.4) and 10 (0.1) plus the pseudo-
+    # labels at the mean weight 40/7 (inclusion 0.175), padded mean m = 162.5 / 360; each
+    # term weight^2 * (1 - inclusion) * (y - m)^2, times 9/8 / (sum of weights = 360/7)^2.
+    m = 162.5 / 360
+    terms = 6.25 * 0.6 * (3 * (1 - m) ** 2 + m**2) + 100 * 0.9 * (2 * m**2 + (1 - m) ** 2)
+    terms += (40 / 7) ** 2 * 0.825 * ((1 - m) ** 2 + m**2)
+    only_variance = terms * 9 / 8 / (360 / 7) ** 2
+    assert only_variance == pytest.approx(0.0346699, rel=1e-5)
     assert e.labels_only.estimate == pytest.approx(0.4375)
-    only_variance = 94.24537 * 9 / 8 / (360 / 7) ** 2 * (1 - 7 / 40)
     assert e.labels_only.high - e.labels_only.estimate == pytest.approx(
         Z95 * math.sqrt(only_variance), rel=1e-5
     )
