@@ -269,3 +269,17 @@ def test_evaluation_infer_takes_a_labels_file_or_lines(tmp_path: Path) -> None:
     from_file = evaluation.infer(write(tmp_path / "l.jsonl", lines), target_width=0.1)
     assert from_lines == from_file == infer(Report.model_validate(DATA), lines, 0.95, 0.1)
     assert from_lines.more_labels is not None and from_lines.target_width == 0.1
+
+
+def test_gate_uses_the_baselines_own_inference_section(tmp_path: Path) -> None:
+    fine = write(tmp_path / "fine.jsonl", labelled(1.0, say=lambda line: "PASS"))
+    base = tmp_path / "base.json"
+    code, _, err = invoke("infer", str(REPORT), "--labels", str(fine), "--out", str(base))
+    assert code == 0, err
+    labels = write(tmp_path / "l.jsonl", labelled(1.0))
+    result = CliRunner().invoke(
+        app, ["gate", str(REPORT), "--baseline", str(base), "--labels", str(labels)]
+    )
+    assert result.exit_code == 1, result.stdout + result.stderr
+    assert "Corrected rates (human labels): FAIL" in result.stdout
+    assert "The baseline has no labels" not in result.stdout
