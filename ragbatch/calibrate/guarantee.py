@@ -1,5 +1,7 @@
 """A risk guarantee that survives the threshold search: Learn-then-Test on a held-out split (pure).
 
+The guarantee, its procedure and its one assumption are stated in docs/semantics.md §5.
+
 Choosing thresholds on the same rows that bound their risk makes "95 % confidence" optimistic:
 the search picks whichever candidate got lucky. Learn-then-Test (Angelopoulos, Bates, Candès,
 Jordan, Lei 2021) with fixed-sequence testing keeps the guarantee:

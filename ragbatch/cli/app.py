@@ -24,7 +24,7 @@ from ragbatch.core.errors import (
     RagbatchError,
 )
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
-from ragbatch.data.output import check_output
+from ragbatch.files import check_output
 from ragbatch.providers.jev import DEFAULT_BASE_URL
 from ragbatch.report.html import require_html_extra
 from ragbatch.report.models import report_schema

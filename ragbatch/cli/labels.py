@@ -156,7 +156,7 @@ def audit_sample_command(
     ] = None,
     confidence: Confidence = 0.95,
 ) -> None:
-    """A sample stratified by diagnosis and route, for people to label (seed 004: ~10%).
+    """A sample stratified by diagnosis and route, for people to label (about 10%).
 
     The first line says how to label and how the sample was drawn; each other line carries the
     row's question, contexts and answer next to the judge's verdict, its stratum and inclusion
@@ -230,7 +230,7 @@ def gate_command(
     """Fail (exit 1) when CURRENT regressed against --baseline beyond the rules.
 
     Default rules: diagnosis accuracy of Jev-only and of the cascade drop > 0.02, fallback
-    rate rise > 0.05, failure rate rise > 0.02, and (seed 004) Recall@10 drop > 0.02,
+    rate rise > 0.05, failure rate rise > 0.02, Recall@10 drop > 0.02,
     groundedness accuracy drop > 0.02, claim answer-level accuracy (citation quality) drop >
     0.05. A drop only counts when an exact paired test on per-row outcomes (McNemar / sign
     test) says it is not noise. A rules-file path in neither report is a usage error.

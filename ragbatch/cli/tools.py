@@ -27,7 +27,7 @@ from ragbatch.core.errors import ConfigError, RagbatchError
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
 from ragbatch.data.counterfactual import write_counterfactuals
 from ragbatch.data.jsonl import DatasetReader
-from ragbatch.data.output import check_output
+from ragbatch.files import check_output
 from ragbatch.providers.cache import ReplyCache
 from ragbatch.providers.jev import DEFAULT_MODEL, ENDPOINT
 from ragbatch.providers.mock import MOCK_MODEL
@@ -282,7 +282,7 @@ def agreement_command(
     labels: Annotated[Path, typer.Argument(help="The labelled sample (JSONL).")],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Judge-human agreement overall and per judgment; warns below 80% (seed 004)."""
+    """Judge-human agreement overall and per judgment; warns below 80%."""
     try:
         lines = [orjson.loads(line) for line in labels.read_bytes().splitlines() if line.strip()]
         result = agreement(read_report(report)["rows"], lines, str(labels))

@@ -1,6 +1,6 @@
 """Golden labels from other formats: golden-set YAML joined with outputs (does file I/O).
 
-The YAML is seed 004's ``golden_set.yaml``: a list of entries with ``question``,
+The YAML is a ``golden_set.yaml`` (docs/semantics.md §3a): a list of entries with ``question``,
 ``expected_documents``, ``expected_sections``, ``expected_answer_contains``,
 ``must_not_contain``, ``expected_classification``, ``expected_abstention`` and optionally
 ``id``, ``category``, ``relevance`` and ``counterfactual_of`` (the snake_case names of

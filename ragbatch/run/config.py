@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from ragbatch.core.policy import Thresholds
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
 from ragbatch.core.schema import Row
-from ragbatch.data.output import check_output, write_bytes
+from ragbatch.files import check_output, write_bytes
 from ragbatch.metrics.ranking import DEFAULT_KS
 from ragbatch.providers.cache import CacheMode
 from ragbatch.providers.jev import (

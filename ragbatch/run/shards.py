@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ragbatch.core.errors import ConfigError, DatasetError
 from ragbatch.core.outcome import RowOutcome
-from ragbatch.data.output import atomic_file
+from ragbatch.files import atomic_file
 from ragbatch.report.builder import RunInfo
 
 PARTIAL_VERSION = 1

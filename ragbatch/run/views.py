@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ragbatch.core.schema import Row
 from ragbatch.data.formats import open_dataset
-from ragbatch.data.output import write_bytes
+from ragbatch.files import write_bytes
 from ragbatch.report.html import report_html
 from ragbatch.report.markdown import report_markdown
 from ragbatch.report.models import Report

@@ -287,4 +287,5 @@ def run_workers(
         finally:
             for path in rows or ():  # a killed worker leaves its rows unfinished
                 path.unlink(missing_ok=True)
-                RowsWriter.part_of(path).unlink(missing_ok=True)
+                for part in RowsWriter.leftovers_of(path):
+                    part.unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""Human audit: the stratified sample and judge-human agreement (seed 004)."""
+"""Human audit: the stratified sample and judge-human agreement (docs/semantics.md §6)."""
 
 from __future__ import annotations
 

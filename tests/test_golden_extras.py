@@ -1,5 +1,5 @@
-"""Seeds 002/004 extras end to end: source authority, counterfactuals, drift, YAML golden sets,
-trace links."""
+"""Golden-set extras end to end (docs/semantics.md §1a, §3a, §6): source authority,
+counterfactuals, drift, YAML golden sets, trace links."""
 
 from __future__ import annotations
 
