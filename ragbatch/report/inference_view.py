@@ -27,7 +27,7 @@ def text_bar(e: Estimate) -> str:
     cells[low], cells[high] = "├", "┤"
     cells[round(e.estimate * BAR)] = "●"
     judge = round(e.judge_rate * BAR)
-    if cells[judge] == "·":
+    if cells[judge] != "●":  # the estimate wins where both fall in one cell
         cells[judge] = "|"
     return "`" + "".join(cells) + "`"
 
@@ -38,7 +38,7 @@ def inference_table(inference: Inference | None) -> Table | None:
         return None
     level = f"{inference.confidence:.0%}"
     headers = (
-        "Figure", "Mode", "Rows", "Judge rate", "Corrected", f"{level} interval",
+        "Figure", "Mode", "Slice", "Judge rate", "Corrected", f"{level} interval",
         "Labels only", "Labels", "Effective labels", "0 to 1",
     )  # fmt: skip
     rows = tuple(
