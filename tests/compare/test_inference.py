@@ -177,6 +177,7 @@ def test_views_have_no_inference_section_without_labels() -> None:
         ("sha", "was sampled from another dataset"),
         ("id", "labelled ids are not successful rows of the report (nope)"),
         ("json", ":3: not valid JSON"),
+        ("unfilled", "no human labels: fill in human.diagnosis or human.judgments"),
     ],
 )
 def test_infer_cli_mismatch_is_one_line_exit_2(tmp_path: Path, edit: str, message: str) -> None:
@@ -185,6 +186,8 @@ def test_infer_cli_mismatch_is_one_line_exit_2(tmp_path: Path, edit: str, messag
         lines[0]["sample"]["datasetSha256"] = "0" * 64
     if edit == "id":
         lines[1]["id"] = "nope"
+    if edit == "unfilled":
+        lines = [lines[0], *audit_sample(DATA["rows"], 0.3, 0)]
     path = write(tmp_path / "l.jsonl", lines)
     if edit == "json":
         raw = path.read_bytes().splitlines()
