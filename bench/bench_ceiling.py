@@ -86,10 +86,10 @@ import orjson, sys
 sys.path.insert(0, {floor_dir!r})
 from floor_client import body_for
 from ragbatch.core.questions import build_request
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.jsonl import JsonlReader
 raw = open({dataset!r}, "rb").read().splitlines()
 template = None
-for line, row in zip(raw, DatasetReader({dataset!r})):
+for line, row in zip(raw, JsonlReader({dataset!r})):
     request = build_request(row, {model!r})
     if template is None:
         template = {{"model": request.model, "questions": request.model_dump(

@@ -28,11 +28,14 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from ragbatch.compare.inference import infer
 from ragbatch.core.errors import ConfigError, DatasetError
 from ragbatch.core.schema import GenerationJudgments, RetrievalJudgments, Row
 from ragbatch.data.formats import RowSource, open_dataset
 from ragbatch.data.jsonl import SeenIds, describe
+from ragbatch.data.labels import read_labels
 from ragbatch.data.records import drop_nulls
+from ragbatch.metrics.ppi import Inference
 from ragbatch.report.models import Report, RowResult
 from ragbatch.run.job import run, run_options_async
 from ragbatch.run.options import ENVIRONMENT, OPTION_NAMES, PATH_OPTIONS, RunOptions
@@ -209,6 +212,19 @@ class Evaluation:
             data.pop("question", None)
             results.append(RowResult.model_validate(data))
         return results
+
+    def infer(
+        self,
+        labels: str | PathLike[str] | Iterable[Mapping[str, Any]],
+        confidence: float = 0.95,
+        target_width: float | None = None,
+    ) -> Inference:
+        """Corrected rates from human labels (``ragbatch infer``): a labels file or its lines.
+
+        The result is also the report's ``inference`` section: ``report.model_copy(update=
+        {"inference": result})`` gives the report ``ragbatch infer --out`` writes."""
+        given = labels if not isinstance(labels, str | PathLike) else read_labels(Path(labels))
+        return infer(self.report, list(given), confidence, target_width)
 
     def to_pandas(self) -> Any:
         """One row per input row: id, status, error kind, diagnosis, confidence, route, trace

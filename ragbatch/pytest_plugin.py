@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ragbatch.compare.gate import GateResult, Rule
 
 ReportLike = str | PathLike[str] | Mapping[str, Any] | Any
+LabelsLike = str | PathLike[str] | Sequence[Mapping[str, Any]]
 Gate = Callable[..., "GateResult"]
 
 
@@ -79,8 +80,15 @@ def run_gate(
     *,
     defaults: bool = True,
     alpha: float = 0.05,
+    labels: LabelsLike | None = None,
+    baseline_labels: LabelsLike | None = None,
+    max_rise: float = 0.02,
+    undecided: str = "fail",
 ) -> GateResult:
-    """``ragbatch gate CURRENT --baseline BASELINE``; the test fails on a regression."""
+    """``ragbatch gate CURRENT --baseline BASELINE [--labels ...]``; the test fails on a
+    regression. With ``labels`` the corrected rates are gated too: FAIL fails the test, and
+    UNDECIDED (with "label about N more rows to decide") fails it too, or skips it with
+    ``undecided="skip"``."""
     import orjson
 
     from ragbatch.compare.gate import Rule, gate, gate_markdown, parse_rules
@@ -111,10 +119,53 @@ def run_gate(
         pytest.fail(f"ragbatch_gate: {problem}", pytrace=False)
     if not result.passed:
         pytest.fail(gate_markdown(result), pytrace=False)
+    if labels is not None:
+        corrected_check(current, baseline, labels, baseline_labels, max_rise, undecided)
     return result
+
+
+def _labels(given: LabelsLike) -> list[Mapping[str, Any]]:
+    from ragbatch.data.labels import read_labels
+
+    if isinstance(given, str | PathLike):
+        return list(read_labels(Path(given)))
+    return list(given)
+
+
+def corrected_check(
+    current: ReportLike,
+    baseline: ReportLike,
+    labels: LabelsLike,
+    baseline_labels: LabelsLike | None,
+    max_rise: float,
+    undecided: str,
+) -> None:
+    """The gate on corrected rates (see ``ragbatch gate --labels``); pytest.fail/skip."""
+    from ragbatch.compare.inference import infer, judge_failure_rates
+    from ragbatch.compare.inference_gate import corrected_gate, corrected_markdown
+    from ragbatch.core.errors import RagbatchError
+    from ragbatch.report.models import Report
+
+    problem: str | None = None
+    try:
+        now = Report.model_validate(report_data(current, "report"))
+        before = Report.model_validate(report_data(baseline, "baseline"))
+        base = infer(before, _labels(baseline_labels)) if baseline_labels else before.inference
+        result = corrected_gate(
+            infer(now, _labels(labels)), base, judge_failure_rates(before), max_rise
+        )
+    except (RagbatchError, OSError) as error:
+        problem = str(error)
+    if problem is not None:  # failed outside the handler: no chained traceback
+        pytest.fail(f"ragbatch_gate: {problem}", pytrace=False)
+    if result.verdict == "FAIL" or (result.verdict == "UNDECIDED" and undecided != "skip"):
+        pytest.fail(corrected_markdown(result), pytrace=False)
+    if result.verdict == "UNDECIDED":
+        pytest.skip(f"ragbatch gate UNDECIDED: label about {result.more_labels} more rows")
 
 
 @pytest.fixture
 def ragbatch_gate() -> Gate:
-    """``ragbatch_gate(current, baseline=..., rules=(), defaults=True, alpha=0.05)``."""
+    """``ragbatch_gate(current, baseline=..., rules=(), defaults=True, alpha=0.05,
+    labels=None, baseline_labels=None, max_rise=0.02, undecided="fail")``."""
     return run_gate

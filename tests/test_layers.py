@@ -41,6 +41,7 @@ PURE = [
     "ragbatch.report.text",
     "ragbatch.report.tables",
     "ragbatch.report.markdown",
+    "ragbatch.report.inference_view",
     "ragbatch.report.export",
     "ragbatch.providers",
     "ragbatch.providers.mock",

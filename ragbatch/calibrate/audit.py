@@ -42,9 +42,33 @@ INSTRUCTIONS = (
 )
 
 
-def instructions_line() -> dict[str, Any]:
-    """The sample file's first line: how to fill in the ``human`` fields of the others."""
-    return {"instructions": INSTRUCTIONS.format(diagnoses=", ".join(DIAGNOSES))}
+def instructions_line(sample: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The sample file's first line: how to fill in the ``human`` fields of the others, and
+    (``sample``, see :func:`sample_header`) how the sample was drawn."""
+    line: dict[str, Any] = {"instructions": INSTRUCTIONS.format(diagnoses=", ".join(DIAGNOSES))}
+    if sample is not None:
+        line["sample"] = dict(sample)
+    return line
+
+
+def sample_header(
+    dataset_sha256: str, rate: float, seed: int, lines: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """How the sample was drawn, for ``ragbatch infer``: the dataset it belongs to, the rate
+    and seed, and per stratum the rows and the rows sampled (inclusion = sampled / rows)."""
+    strata: dict[str, dict[str, int]] = {}
+    for line in lines:
+        p = float(line["inclusionProbability"])
+        count = strata.setdefault(str(line["stratum"]), {"rows": 0, "sampled": 0})
+        count["sampled"] += 1
+        count["rows"] = round(count["sampled"] / p)
+    return {
+        "datasetSha256": dataset_sha256,
+        "rate": rate,
+        "seed": seed,
+        "design": "stratified by diagnosis/route, simple random sampling within each stratum",
+        "strata": dict(sorted(strata.items())),
+    }
 
 
 def is_instructions(line: Mapping[str, Any]) -> bool:
@@ -65,7 +89,8 @@ def audit_sample(
     """About ``rate`` of the successful rows, stratified by (diagnosis, route), in input order.
 
     Proportional allocation with at least one row per non-empty stratum (largest remainders
-    settle the rounding); the same rows and seed give the same sample. Failed rows have no
+    settle the rounding); the same rows and seed give the same sample. Each line records its
+    ``stratum`` (``DIAGNOSIS/route``) and ``inclusionProbability`` (sampled / rows there). Failed rows have no
     judge verdict to audit and are left out. ``texts`` (row id → :func:`row_texts`) puts the
     question, contexts and answer on each line; a sampled id it lacks is a ConfigError.
     """
@@ -87,6 +112,8 @@ def audit_sample(
             take[key] += 1
     rng = random.Random(seed)
     chosen = sorted(i for key in keys for i in rng.sample(strata[key], take[key]))
+    # Recorded so that ``ragbatch infer`` weights each label by 1 / its inclusion probability.
+    inclusion = {i: (key, take[key] / len(strata[key])) for key in keys for i in strata[key]}
     lines = []
     for i in chosen:
         row_id = str(rows[i].get("id"))
@@ -95,7 +122,11 @@ def audit_sample(
                 f"row {row_id} of the report is not in the dataset; pass the dataset the report "
                 "was run on"
             )
-        lines.append(sample_line(rows[i], texts[row_id] if texts is not None else None))
+        line = sample_line(rows[i], texts[row_id] if texts is not None else None)
+        key, p = inclusion[i]
+        human = line.pop("human")  # stays last: the part a person fills in
+        line.update(stratum=f"{key[0]}/{key[1]}", inclusionProbability=p, human=human)
+        lines.append(line)
     return lines
 
 

@@ -14,10 +14,6 @@ import typer
 
 from ragbatch.calibrate.audit import (
     agreement,
-    audit_sample,
-    instructions_line,
-    jsonl_bytes,
-    row_texts,
 )
 from ragbatch.calibrate.fit import calibrate_report
 from ragbatch.calibrate.policy_file import policy_bytes
@@ -26,15 +22,10 @@ from ragbatch.compare.drift import distribution_drift, drift_markdown
 from ragbatch.compare.gate import (
     diff_markdown,
     diff_reports,
-    gate,
-    gate_junit,
-    gate_markdown,
-    parse_rules,
 )
 from ragbatch.core.errors import ConfigError, RagbatchError
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
 from ragbatch.data.counterfactual import write_counterfactuals
-from ragbatch.data.formats import open_dataset
 from ragbatch.data.jsonl import JsonlReader
 from ragbatch.files import check_output, write_bytes
 from ragbatch.report.builder import summarize
@@ -74,50 +65,6 @@ def check_outputs(*outputs: tuple[str, Path | None]) -> None:
 def _fail(error: RagbatchError) -> typer.Exit:
     typer.echo(f"error: {error}", err=True)
     return typer.Exit(error.exit_code)
-
-
-def gate_command(
-    current: Annotated[Path, typer.Argument(help="Report of the change under test.")],
-    baseline: Annotated[Path, typer.Option(help="Report of the baseline (e.g. main).")],
-    rules: Annotated[
-        Path | None,
-        typer.Option(help="JSON list of extra rules: {path, maxDrop, direction}."),
-    ] = None,
-    no_default_rules: Annotated[
-        bool, typer.Option("--no-default-rules", help="Use only the rules file.")
-    ] = False,
-    alpha: Annotated[float, typer.Option(help="Significance level of the paired test.")] = 0.05,
-    markdown: Annotated[
-        Path | None, typer.Option(help="Also write the Markdown summary here.")
-    ] = None,
-    junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here.")] = None,
-) -> None:
-    """Fail (exit 1) when CURRENT regressed against --baseline beyond the rules.
-
-    Default rules: diagnosis accuracy of Jev-only and of the cascade drop > 0.02, fallback
-    rate rise > 0.05, failure rate rise > 0.02, Recall@10 drop > 0.02,
-    groundedness accuracy drop > 0.02, claim answer-level accuracy (citation quality) drop >
-    0.05. A drop only counts when an exact paired test on per-row outcomes (McNemar / sign
-    test) says it is not noise. A rules-file path in neither report is a usage error.
-    Exit 0 pass, 1 regression, 2 usage error.
-    """
-    try:
-        check_outputs(("--markdown", markdown), ("--junit", junit))
-        extra = parse_rules(read_json(rules, "rules file")) if rules else []
-        reports = read_report(current), read_report(baseline)
-        try:
-            result = gate(*reports, extra, defaults=not no_default_rules, alpha=alpha)
-        except ConfigError as error:  # a rule path in neither report: name the rules file
-            raise ConfigError(f"{rules}: {error}") from None
-        text = gate_markdown(result)
-        typer.echo(text)
-        if markdown is not None:
-            write_bytes(markdown, text.encode())
-        if junit is not None:
-            write_bytes(junit, gate_junit(result).encode())
-    except RagbatchError as error:
-        raise _fail(error) from None
-    raise typer.Exit(result.exit_code)
 
 
 def diff_command(
@@ -297,49 +244,6 @@ def calibrate_command(
     )
 
 
-def dataset_texts(path: Path, format: str, report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Question, contexts and answer per row id of the dataset ``report`` was run on."""
-    reader = open_dataset(path, format)
-    texts = {
-        row.id: row_texts(
-            row.question, [c.model_dump(exclude_none=True) for c in row.contexts], row.answer
-        )
-        for row in reader
-    }
-    expected = (report.get("dataset") or {}).get("sha256")
-    if expected and reader.sha256 != expected:
-        raise ConfigError(
-            f"{path} is not the dataset the report was run on (its sha256 differs from the "
-            "report's dataset.sha256); pass that dataset with --dataset"
-        )
-    return texts
-
-
-def audit_sample_command(
-    report: Annotated[Path, typer.Argument(help="The report to sample from.")],
-    dataset: Annotated[
-        Path, typer.Option(help="The dataset the report was run on (question, contexts, answer).")
-    ] = DEFAULT_DATASET,
-    format: Annotated[str, typer.Option("--format", help="Its format, as for run.")] = "jsonl",
-    rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of rows to sample.")] = 0.1,
-    seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
-    out: Annotated[Path, typer.Option(help="JSONL for people to label.")] = Path("sample.jsonl"),
-) -> None:
-    """A sample stratified by diagnosis and route, for people to label (about 10%).
-
-    The first line says how to label; each other line carries the row's question, contexts
-    and answer next to the judge's verdict, with empty ``human`` fields to fill in.
-    """
-    try:
-        check_outputs(("--out", out))
-        data = read_report(report)
-        lines = audit_sample(data["rows"], rate, seed, dataset_texts(dataset, format, data))
-        write_bytes(out, jsonl_bytes([instructions_line(), *lines]))
-    except RagbatchError as error:
-        raise _fail(error) from None
-    typer.echo(f"wrote {len(lines)} rows to label to {out} (instructions on its first line)")
-
-
 def agreement_command(
     report: Annotated[Path, typer.Argument(help="The judged report.")],
     labels: Annotated[Path, typer.Argument(help="The labelled sample (JSONL).")],
@@ -370,10 +274,13 @@ def agreement_command(
 def register(app: typer.Typer) -> None:
     app.add_typer(cache_app, name="cache")
     app.command("calibrate")(calibrate_command)
-    app.command("audit-sample")(audit_sample_command)
+    from ragbatch.cli import labels  # imports this module: registered here to keep the order
+
+    labels.register(app, "audit-sample")
     app.command("agreement")(agreement_command)
     app.command("counterfactual")(counterfactual_command)
     app.command("estimate")(estimate_command)
     app.command("merge")(merge_command)
-    app.command("gate")(gate_command)
+    labels.register(app, "gate")
+    labels.register(app, "infer")
     app.command("diff")(diff_command)

@@ -28,6 +28,7 @@ from ragbatch.compare.diff import Diff as Diff  # the diff is part of this modul
 from ragbatch.compare.diff import as_number, fmt, get_path, markdown_table, rows_by_id
 from ragbatch.compare.diff import diff_markdown as diff_markdown
 from ragbatch.compare.diff import diff_reports as diff_reports
+from ragbatch.compare.inference_gate import CorrectedGate, corrected_junit_cases
 from ragbatch.core.errors import ConfigError
 from ragbatch.metrics.diagnostic_matrix import diagnose_names
 from ragbatch.metrics.scores import Out
@@ -341,11 +342,19 @@ def gate_markdown(result: GateResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def gate_junit(result: GateResult) -> str:
-    """The gate as JUnit XML: one test case per rule (skipped rules are skipped)."""
-    failures = sum(r.status == "fail" for r in result.rules)
-    skipped = sum(r.status == "skipped" for r in result.rules)
-    counts = {"tests": str(len(result.rules)), "failures": str(failures), "errors": "0"}
+def gate_junit(result: GateResult, corrected: CorrectedGate | None = None) -> str:
+    """The gate as JUnit XML: one test case per rule (skipped rules are skipped), then one per
+    corrected-rate check when human labels were given (UNDECIDED is skipped, with the labels
+    still needed in its message)."""
+    checks = corrected.checks if corrected is not None else []
+    failures = sum(r.status == "fail" for r in result.rules) + sum(
+        c.status == "fail" for c in checks
+    )
+    skipped = sum(r.status == "skipped" for r in result.rules) + sum(
+        c.status == "undecided" for c in checks
+    )
+    tests = len(result.rules) + len(checks)
+    counts = {"tests": str(tests), "failures": str(failures), "errors": "0"}
     root = ET.Element("testsuites", {"name": "ragbatch gate", **counts})
     suite = ET.SubElement(root, "testsuite", {"name": "ragbatch.gate", **counts})
     suite.set("skipped", str(skipped))
@@ -359,5 +368,7 @@ def gate_junit(result: GateResult) -> str:
             ET.SubElement(case, "skipped", {"message": r.reason})
         else:
             ET.SubElement(case, "system-out").text = f"{r.status}: {r.reason}"
+    if corrected is not None:
+        corrected_junit_cases(corrected, suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"

@@ -7,7 +7,7 @@ columns (``mapped_csv``), JSON/CSV/Parquet records with line numbers (``records`
 tools' exports (``ragas``, ``deepeval``, and trace exports mapped by ``traces``:
 ``openinference``, ``langfuse``), hints for a file given in the wrong format (``hints``),
 golden-set YAML joined with outputs (``golden_yaml``), counterfactual rows
-(``counterfactual``). The output files every layer writes are ``ragbatch.files``.
+(``counterfactual``) and the human labels file (``labels``). The output files every layer writes are ``ragbatch.files``.
 
 Reads and writes files. May import ``core`` and ``ragbatch.files`` only.
 """

@@ -21,6 +21,7 @@ from typing import Any
 
 from ragbatch.core.errors import ConfigError
 from ragbatch.report.builder import ROWS_IN_FILE
+from ragbatch.report.inference_view import inference_table, interval_svg
 from ragbatch.report.models import ClaimOut, Report, RowResult
 from ragbatch.report.tables import (
     diagnostics_table,
@@ -225,5 +226,10 @@ def report_html(
         "omitted": omitted_note(report),
         "claim_mode": any(r.claims for r in shown),
         "limits": limits_text(report),
+        "inference": inference_table(report.inference),
+        "inference_bars": [
+            Markup(interval_svg(e))
+            for e in (report.inference.estimates if report.inference else [])
+        ],
     }
     return str(env.get_template("report.html.j2").render(context))

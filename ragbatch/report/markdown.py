@@ -7,6 +7,7 @@ The diagnostic matrix (where to look first, upstream layer first) follows the he
 
 from __future__ import annotations
 
+from ragbatch.report.inference_view import inference_table
 from ragbatch.report.models import Report
 from ragbatch.report.tables import (
     Table,
@@ -83,6 +84,9 @@ def report_markdown(report: Report) -> str:
     diagnostics = diagnostics_table(report)
     if diagnostics is not None:
         tables.insert(1, diagnostics)  # right under the headline: what to fix first
+    inference = inference_table(report.inference)
+    if inference is not None:
+        tables.append(inference)  # only after `ragbatch infer`: goldens unchanged without it
     parts += [table_markdown(t) for t in tables]
     parts += ["### Limits", "", limits_text(report), ""]
     return "\n".join(parts)

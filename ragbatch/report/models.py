@@ -25,6 +25,7 @@ from ragbatch.metrics.answer_checks import Abstention, AnswerCheck, AnswerChecks
 from ragbatch.metrics.claims import ClaimMetrics
 from ragbatch.metrics.diagnostic_matrix import Finding
 from ragbatch.metrics.golden import Authority, ChunkAgreement, Counterfactual, GoldenHealth, Slices
+from ragbatch.metrics.ppi import Inference
 from ragbatch.metrics.ranking import RetrievalRanking, RowRanking
 from ragbatch.metrics.scores import Calibration, Classification, Component, Latency, Out, Selective
 from ragbatch.metrics.tradeoff import RoutingCurves, Tradeoff
@@ -263,6 +264,7 @@ class Report(Out):
     diagnostics: list[Finding] | None = None
     counterfactual: Counterfactual | None = None
     authority: Authority | None = None
+    inference: Inference | None = None  # only after `ragbatch infer` (human labels given)
     rows_omitted: RowsOmitted | None = None
     rows: list[RowResult]
 
