@@ -58,8 +58,8 @@ def _sharpen(q: Array, temperature: float) -> Array:
 
 
 def draw(n: int, shape: str, seed: int) -> tuple[Array, Array, NDArray[np.int64]]:
-    """(answers n×7 in ``JUDGMENTS`` order with NaN where not asked, the two chunk answers
-    n×2, expected diagnosis codes) for ``n`` rows of one judge shape."""
+    """(answers nx7 in ``JUDGMENTS`` order with NaN where not asked, the two chunk answers
+    nx2, expected diagnosis codes) for ``n`` rows of one judge shape."""
     rng = np.random.default_rng([seed, SHAPES.index(shape)])
     beta = BETAS["ushape" if shape == "ushape" else "realistic"]
     temperature = {"overconfident": 1.5}.get(shape, 1.0)
@@ -144,9 +144,7 @@ def diagnose(answers: Array, fail: Array, pass_: Array, routing: str) -> NDArray
     return np.select(conditions, choices, PASS).astype(np.int64)
 
 
-def report_rows(
-    answers: Array, chunks: Array, expected: NDArray[np.int64]
-) -> list[dict[str, Any]]:
+def report_rows(answers: Array, chunks: Array, expected: NDArray[np.int64]) -> list[dict[str, Any]]:
     """The rows as a report holds them (what ``ragbatch calibrate`` reads).
 
     The recorded verdict is the default-threshold (0.2 / 0.8) showcase diagnosis, and its

@@ -1,7 +1,7 @@
 """What a refused calibration can still offer: the target these labels certify, and the
 labels the requested target needs (pure).
 
-Both figures are read off the same ladders and α shares the certificate uses
+Both figures are read off the same ladders and alpha shares the certificate uses
 (:mod:`ragbatch.calibrate.guarantee`). They are advice, not guarantees: a target picked
 after seeing which one passes is no longer chosen in advance, so a new guarantee needs a
 target fixed before the next labelled run.

@@ -25,8 +25,8 @@ import orjson
 from ragbatch.calibrate.advice import refusal
 from ragbatch.calibrate.bounds import auroc, upper_bound
 from ragbatch.calibrate.guarantee import Candidate, Certification, assumption, certify
-from ragbatch.calibrate.ladder import count_one
 from ragbatch.calibrate.labelled import labelled
+from ragbatch.calibrate.ladder import count_one
 from ragbatch.calibrate.policy_file import (
     FORMAT_VERSION,
     Fit,
@@ -97,7 +97,7 @@ def calibrate(
 ) -> PolicyFile:
     """Fit a policy to report rows; only ``status == "ok"`` rows with ``expected`` count.
 
-    ``routing`` is ``showcase``, ``guarded`` or ``auto`` (both, α shared between them). The
+    ``routing`` is ``showcase``, ``guarded`` or ``auto`` (both, alpha shared between them). The
     guarantee is fixed-sequence testing of ladders fixed in advance on every labelled row
     (:mod:`ragbatch.calibrate.guarantee`). ``per_diagnosis`` maps automatic diagnoses to
     their own targets, certified jointly with the pooled one. ``dataset`` is the report's
@@ -172,7 +172,7 @@ def _guarantee(
     c, own = chosen.count, per_diagnosis or {}
     risks = [
         DiagnosisRisk(
-            diagnosis=d,  # type: ignore[arg-type]  # counts only hold real diagnoses
+            diagnosis=d,
             auto_rows=a,
             errors=k,
             estimated_risk=k / a,
@@ -185,7 +185,7 @@ def _guarantee(
         target_risk=target,
         confidence=confidence,
         method=chosen.method,
-        routing=chosen.routing,  # type: ignore[arg-type]  # one of ROUTINGS
+        routing=chosen.routing,
         certified_on=chosen.rows,
         auto_rows=c.auto,
         errors=c.errors,
@@ -299,9 +299,7 @@ def _cross_validate(
             "its bound exceeding the target does not contradict the certificate (the "
             "guarantee is the target, at the confidence, under its assumption)"
         )
-    return HeldOut(
-        **pooled.model_dump(), folds=folds, seed=seed, meets_target=meets, note=note
-    )
+    return HeldOut(**pooled.model_dump(), folds=folds, seed=seed, meets_target=meets, note=note)
 
 
 def _judgment_fits(

@@ -3,7 +3,7 @@
 Choosing thresholds on the rows that bound their risk makes "95 % confidence" optimistic.
 Learn-then-Test (Angelopoulos, Bates, Candès, Jordan, Lei 2021) keeps the guarantee by
 testing candidate policies, each against H "the error rate of its automatic rows exceeds the
-target", with a procedure that controls the family-wise error at α = 1 - confidence. The
+target", with a procedure that controls the family-wise error at alpha = 1 - confidence. The
 procedure here is declared before any label is read (docs/semantics.md §5):
 
 1. **Ladders on every labelled row.** Each routing searched has a ladder of (fail, pass)
@@ -13,14 +13,14 @@ procedure here is declared before any label is read (docs/semantics.md §5):
 2. **Skipping what cannot pass.** A step with so few automatic rows that even zero errors
    would not reject H at its level is skipped instead of ending the ladder. The rule reads
    only how many rows are automatic (Jev's answers), never a label.
-3. **Graphical α between ladders.** The ladders share α by fixed weights (guarded
+3. **Graphical alpha between ladders.** The ladders share alpha by fixed weights (guarded
    ``GUARDED_WEIGHT``, showcase the rest, when both are searched); a ladder stops at its first
-   kept H, and a ladder whose every step is rejected passes its α on to the ones still
+   kept H, and a ladder whose every step is rejected passes its alpha on to the ones still
    running, which go on testing at the larger level (Bretz et al. 2009's graphical procedure,
    of which the fallback procedure is a case). No ladder's stop ends the others.
 4. **Learned order only with many labels.** With at least ``LEARN_MIN_ROWS`` labelled rows,
    per-judgment search fits (whose order must be learned) get their own ``SEARCH_SHARE`` of
-   α: found on a seeded half, tested in fixed sequence on the other half. Below that the
+   alpha: found on a seeded half, tested in fixed sequence on the other half. Below that the
    split costs more than the fits gain, and they are not candidates at all. The rule reads
    only the number of labelled rows.
 5. With ``per_diagnosis`` targets, H of a step is the union of "pooled risk above the target"
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ragbatch.calibrate.bounds import betainc, max_errors, upper_bound
 from ragbatch.calibrate.ladder import Count, count_one, pairs, tally, thresholds
@@ -70,8 +70,8 @@ class Candidate:
     method: str  # LADDER or SEARCH
     fitted: Fitted
     rows: int = 0  # rows it is tested on: every labelled row (ladder) or the certify half
-    count: Count = Count()
-    level: float = 0.0  # the α it was tested at
+    count: Count = field(default_factory=Count)
+    level: float = 0.0  # the alpha it was tested at
     certified: bool = False
 
     @property
@@ -101,8 +101,7 @@ def joint_p(count: Count, target: float, per_diagnosis: Mapping[str, float] | No
     p = p_value(count.auto, count.errors, target)
     for diagnosis, own in (per_diagnosis or {}).items():
         auto, errors = count.by_diagnosis.get(diagnosis, (0, 0))
-        if auto:  # a diagnosis the policy never decides has no automatic rows to be wrong
-            p = max(p, p_value(auto, errors, own))
+        p = max(p, p_value(auto, errors, own))  # no automatic row of it: nothing bounds it
     return p
 
 
@@ -137,7 +136,7 @@ def graphical(
     target: float,
     per_diagnosis: Mapping[str, float] | None,
 ) -> list[Candidate]:
-    """Fixed-sequence testing along each chain with α passed on from exhausted chains.
+    """Fixed-sequence testing along each chain with alpha passed on from exhausted chains.
 
     Returns every tested candidate (certified or the one that stopped its chain), in the
     order tested; skipped ones (:func:`reachable`) are left out.
@@ -166,7 +165,7 @@ def graphical(
                     break
                 stopped.pop(name, None)
                 position[name] += 1
-            if position[name] == len(chain):  # exhausted: its α goes to the others
+            if position[name] == len(chain):  # exhausted: its alpha goes to the others
                 running.remove(name)
                 rest = [other for other in running if position[other] < len(chains[other])]
                 for other in rest:
@@ -177,11 +176,13 @@ def graphical(
 
 
 def ladder_shares(routings: Sequence[str], alpha: float, learned: bool) -> dict[str, float]:
-    """Each routing ladder's initial α: the fixed weights, halved when search fits run."""
+    """Each routing ladder's initial alpha: the fixed weights, halved when search fits run."""
     total = alpha * (1.0 - SEARCH_SHARE) if learned else alpha
     if len(routings) == 1:
         return {routings[0]: total}
-    return {r: total * (GUARDED_WEIGHT if r == "guarded" else 1.0 - GUARDED_WEIGHT) for r in routings}
+    return {
+        r: total * (GUARDED_WEIGHT if r == "guarded" else 1.0 - GUARDED_WEIGHT) for r in routings
+    }
 
 
 def certify(

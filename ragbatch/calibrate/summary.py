@@ -72,7 +72,9 @@ def calibrate_targets(
             f"{policy.fail_threshold:g} / pass {policy.pass_threshold:g}"
         )
     assert first is not None
-    return first, (["  target   certified (each its own certificate)", *table] if len(targets) > 1 else [])
+    return first, (
+        ["  target   certified (each its own certificate)", *table] if len(targets) > 1 else []
+    )
 
 
 def summary(policy: PolicyFile, out: str, table: Sequence[str]) -> str:
