@@ -41,6 +41,7 @@ from ragbatch.calibrate.policy_file import (
     thresholds_of,
     with_version,
 )
+from ragbatch.calibrate.row_view import DatasetView, report_view
 from ragbatch.calibrate.rules import (
     BAND,
     HIGH,
@@ -91,7 +92,7 @@ def calibrate(
     grid: Sequence[float] | None = None,
     *,
     routing: str = "auto",
-    dataset: Mapping[str, Any] | None = None,
+    dataset: Any = None,
     report_version: str | None = None,
     per_diagnosis: Mapping[str, float] | None = None,
 ) -> PolicyFile:
@@ -209,16 +210,17 @@ def calibrate_report(
     per_diagnosis: Mapping[str, float] | None = None,
 ) -> PolicyFile:
     """:func:`calibrate` on a parsed report (its rows, dataset block and version)."""
+    view = report_view(report)
     return calibrate(
-        report.get("rows") or [],
+        view.rows,
         target_risk,
         confidence,
         folds,
         seed,
         grid,
         routing=routing,
-        dataset=report.get("dataset"),
-        report_version=report.get("reportVersion"),
+        dataset=view.dataset,
+        report_version=view.report_version,
         per_diagnosis=per_diagnosis,
     )
 
@@ -336,16 +338,17 @@ def _fitted_on(
     rows: Sequence[Mapping[str, Any]],
     used: Sequence[Any],
     samples: Sequence[Sample],
-    dataset: Mapping[str, Any] | None,
+    dataset: Any,
     report_version: str | None,
 ) -> FittedOn:
     """What the policy was fitted on, with a hash of exactly the numbers the search saw."""
     seen = [[r.id, s.expected, list(s.signals)] for r, s in zip(used, samples, strict=True)]
     digest = hashlib.sha256(orjson.dumps(seen)).hexdigest()
-    info = dataset or {}
+    if isinstance(dataset, Mapping):  # a caller's own dataset block
+        dataset = DatasetView.model_validate(dataset)
     return FittedOn(
-        dataset_sha256=info.get("sha256"),
-        dataset_name=info.get("name"),
+        dataset_sha256=dataset.sha256 if dataset else None,
+        dataset_name=dataset.name if dataset else None,
         rows=len(rows),
         labelled_rows=len(samples),
         report_version=report_version,

@@ -10,9 +10,11 @@ procedure here is declared before any label is read (docs/semantics.md §5):
    pairs fixed in advance (:mod:`ragbatch.calibrate.ladder`), from the most to the least
    conservative. Its steps are tested in that order on *all* labelled rows, with no split:
    the order does not depend on the data, so fixed-sequence testing is valid as is.
-2. **Skipping what cannot pass.** A step with so few automatic rows that even zero errors
-   would not reject H at its level is skipped instead of ending the ladder. The rule reads
-   only how many rows are automatic (Jev's answers), never a label.
+2. **Skipping what cannot pass.** A step with so few automatic rows that even :func:`slack`
+   errors (none below 1,000 labelled rows, else 2) would not reject H at its
+   level is skipped instead of ending the ladder: a first step that one unlucky error would
+   fail is where most refusals came from. The rule reads only how many rows are automatic
+   (Jev's answers) and how many are labelled, never a label.
 3. **Graphical alpha between ladders.** The ladders share alpha by fixed weights (guarded
    ``GUARDED_WEIGHT``, showcase the rest, when both are searched); a ladder stops at its first
    kept H, and a ladder whose every step is rejected passes its alpha on to the ones still
@@ -49,7 +51,9 @@ SEARCH = "learn-then-test"  # a search fit's: found on one half, certified on th
 GUARDED_WEIGHT = 0.9
 LEARN_MIN_ROWS = 4000
 SEARCH_SHARE = 0.5
-SEARCH_LEVELS = (0.5, 1.0)  # in-sample risk levels (multiples of the target) of the fits
+SEARCH_LEVELS = (0.5, 1.0)
+SLACK_ROWS = 1000
+MAX_SLACK = 2  # in-sample risk levels (multiples of the target) of the fits
 
 
 def assumption(per_diagnosis: bool) -> str:
@@ -105,10 +109,22 @@ def joint_p(count: Count, target: float, per_diagnosis: Mapping[str, float] | No
     return p
 
 
-def reachable(count: Count, target: float, per: Mapping[str, float] | None, level: float) -> bool:
-    """Whether zero errors would reject H at ``level`` (reads counts only, never labels)."""
-    clean = Count(count.auto, 0, {d: (a, 0) for d, (a, _) in count.by_diagnosis.items()})
-    return count.auto > 0 and joint_p(clean, target, per) <= level
+def slack(rows: int) -> int:
+    """Errors a tested step must be able to absorb: none below ``SLACK_ROWS`` labelled rows
+    (a first step that needs more would automate too much), then ``MAX_SLACK`` (a rule on
+    the row count, fixed in advance)."""
+    return MAX_SLACK if rows >= SLACK_ROWS else 0
+
+
+def reachable(
+    count: Count, target: float, per: Mapping[str, float] | None, level: float, spare: int = 0
+) -> bool:
+    """Whether ``spare`` errors (pooled; none per diagnosis) would still reject H at
+    ``level``. Reads the automatic-row counts only, never a label."""
+    if count.auto <= spare:
+        return False
+    clean = Count(count.auto, spare, {d: (a, 0) for d, (a, _) in count.by_diagnosis.items()})
+    return joint_p(clean, target, per) <= level
 
 
 def _uniform(pair: tuple[float, float]) -> Fitted:
@@ -153,7 +169,7 @@ def graphical(
             chain = chains[name]
             while position[name] < len(chain):
                 c = chain[position[name]]
-                if not reachable(c.count, target, per_diagnosis, level[name]):
+                if not reachable(c.count, target, per_diagnosis, level[name], slack(c.rows)):
                     position[name] += 1
                     continue
                 ok = joint_p(c.count, target, per_diagnosis) <= level[name]

@@ -15,18 +15,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ragbatch.calibrate.row_view import JUDGMENT_NAMES, row_view, signals_from
 from ragbatch.core.errors import ConfigError
 from ragbatch.core.schema import Diagnosis, Route
 
-JUDGMENTS: tuple[str, ...] = (
-    "chunkRelevance",  # the best chunk: max over the row's chunk relevances
-    "contextSufficiency",
-    "contextConflict",
-    "answerRelevance",
-    "groundedness",
-    "contradiction",
-    "correctness",  # reference rows only
-)
+JUDGMENTS: tuple[str, ...] = JUDGMENT_NAMES  # chunkRelevance: the best chunk; correctness:
+# reference rows only
 CHUNK, SUFFICIENCY, CONFLICT, RELEVANCE, GROUNDED, CONTRADICTION, CORRECTNESS = range(7)
 LOW, BAND, HIGH, ABSENT = range(4)
 
@@ -35,13 +29,6 @@ Signals = tuple[float | None, ...]
 Pair = tuple[float, float]
 MIN_TIE_BLOCK = 10
 
-_REQUIRED = (
-    ("retrieval", "sufficiency", SUFFICIENCY),
-    ("retrieval", "conflict", CONFLICT),
-    ("generation", "relevance", RELEVANCE),
-    ("generation", "groundedness", GROUNDED),
-    ("generation", "contradiction", CONTRADICTION),
-)
 # The value of each judgment that means "nothing wrong" (conflict and contradiction are bad
 # when true); an expected diagnosis implies these for every rule that precedes it.
 GOOD: dict[str, bool] = {
@@ -63,28 +50,14 @@ _RULES: tuple[tuple[Diagnosis, tuple[str, ...]], ...] = (
 )
 
 
-def signals_of(judgments: Mapping[str, Any]) -> Signals:
-    """The signals of a report row (or any mapping with ``retrieval``/``generation`` blocks).
+def signals_of(row: Mapping[str, Any]) -> Signals:
+    """The signals of a report row (or any mapping with ``retrieval``/``generation`` blocks),
+    read through the report's models (:mod:`ragbatch.calibrate.row_view`).
 
     Raises :class:`ConfigError` when a judgment every row is asked is missing.
     """
-    retrieval: Mapping[str, Any] = judgments.get("retrieval") or {}
-    generation: Mapping[str, Any] = judgments.get("generation") or {}
-    values: list[float | None] = [None] * len(JUDGMENTS)
-    chunks: Mapping[str, float] = retrieval.get("chunkRelevance") or {}
-    values[CHUNK] = max(chunks.values()) if chunks else None
-    for block, key, index in _REQUIRED:
-        value = (retrieval if block == "retrieval" else generation).get(key)
-        if value is None:
-            where = judgments.get("id", "?")
-            raise ConfigError(
-                f"row {where}: judgment {block}.{key} is missing; calibration needs every "
-                "judgment of successful rows (was the report produced by ragbatch run?)"
-            )
-        values[index] = float(value)
-    correctness = generation.get("correctness")
-    values[CORRECTNESS] = None if correctness is None else float(correctness)
-    return tuple(values)
+    view = row_view(row)
+    return signals_from(view.id, view.retrieval, view.generation)
 
 
 def status(p: float | None, pair: Pair) -> int:

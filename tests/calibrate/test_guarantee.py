@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import orjson
 import pytest
 
 from ragbatch.calibrate.fit import calibrate
-from ragbatch.calibrate.guarantee import Candidate, graphical, ladder_shares
+from ragbatch.calibrate.guarantee import Candidate, graphical, ladder_shares, slack
 from ragbatch.calibrate.ladder import Count, count_one, pairs, tally, thresholds
 from ragbatch.calibrate.policy_file import load_policy, policy_bytes
 from ragbatch.calibrate.search import Fitted, Sample
@@ -50,6 +51,13 @@ def test_a_step_that_cannot_pass_is_skipped_not_a_stop() -> None:
     # 20 rows cannot pass at 5 % even with no error: skipped; the next step is tested.
     tested = graphical({"guarded": chain((20, 0), (200, 2))}, {"guarded": 0.05}, 0.05, None)
     assert [(c.count.auto, c.certified) for c in tested] == [(200, True)]
+    # On 1,000 labelled rows a tested step must absorb 2 errors: 70 clean rows pass alone
+    # (0.95^70 < 0.05) but are skipped; on 400 rows they are tested.
+    assert slack(1000) == 2 and slack(999) == 0
+    steps = chain((70, 0), (300, 6))
+    assert [c.count.auto for c in graphical({"g": steps}, {"g": 0.05}, 0.05, None)] == [300]
+    few = [replace(c, rows=400) for c in steps]
+    assert [c.count.auto for c in graphical({"g": few}, {"g": 0.05}, 0.05, None)][0] == 70
 
 
 def test_an_exhausted_ladder_passes_its_alpha_on() -> None:
