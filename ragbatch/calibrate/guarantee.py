@@ -29,8 +29,8 @@ procedure here is declared before any label is read (docs/semantics.md §5):
    and "risk of automatic diagnosis d above its own target" for every listed d; it is
    rejected only when each part is (an intersection-union test: valid at the same level).
 
-Every rejected H is then false at once with probability >= confidence; of the certified
-candidates the one automating the largest share of its rows is chosen. Each binomial test
+With probability >= confidence no true H is rejected, so every certified candidate meets
+its targets at once; of them the one automating the largest share of its rows is chosen. Each binomial test
 reads the errors among a policy's automatic rows as independent draws of its risk, which
 holds when the labelled rows are i.i.d. draws from the deployment distribution and their
 labels are the truth (``assumption``).
