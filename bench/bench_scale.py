@@ -45,7 +45,7 @@ from ragbatch.core.provider import Reply
 from ragbatch.core.questions import build_request, estimate_input_tokens
 from ragbatch.core.schema import TokenUsage
 from ragbatch.core.wire import NoulAnswer, request_key
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.jsonl import JsonlReader
 from ragbatch.providers.cache import ReplyCache, encode_entry
 from ragbatch.providers.jev import ENDPOINT
 
@@ -70,7 +70,7 @@ def warm_cache(dataset: Path, cache_dir: Path) -> int:
     cache = ReplyCache(cache_dir)
     try:
         written = 0
-        for row in DatasetReader(dataset):
+        for row in JsonlReader(dataset):
             request = build_request(row, MODEL)
             key = request_key(ENDPOINT, request)
             reply = reply_for(key, list(request.questions), estimate_input_tokens(request))

@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_live import KEY, live_config
 from bench.synth import write_dataset
+from ragbatch.run.config import JobResult
 from ragbatch.run.dask import local_cluster, run_on_dask
-from ragbatch.run.job import JobResult, run_job
+from ragbatch.run.job import run_job
 from ragbatch.run.workers import run_workers
 
 

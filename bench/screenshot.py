@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.jsonl import JsonlReader
 from ragbatch.report.html import report_html
 from ragbatch.report.models import Report
 
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--window-size", default=WINDOW, help="WIDTH,HEIGHT in pixels")
     args = parser.parse_args()
     report = Report.model_validate_json(args.report.read_bytes())
-    rows = list(DatasetReader(args.dataset)) if args.dataset else []
+    rows = list(JsonlReader(args.dataset)) if args.dataset else []
     answers = {row.id: row.answer for row in rows} or None
     page = report_html(report, answers, {row.id: row.question for row in rows} or None)
     with tempfile.TemporaryDirectory() as tmp:

@@ -18,27 +18,24 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, closing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-import anyio
 import orjson
 from pydantic import BaseModel, ValidationError
 
 from ragbatch.core.errors import ConfigError, DatasetError
 from ragbatch.core.schema import GenerationJudgments, RetrievalJudgments, Row
-from ragbatch.data.formats import Reader, open_dataset
+from ragbatch.data.formats import RowSource, open_dataset
 from ragbatch.data.jsonl import SeenIds, describe
+from ragbatch.data.records import drop_nulls
 from ragbatch.report.models import Report, RowResult
-from ragbatch.run.config import JobConfig, JobResult, RowSource
-from ragbatch.run.job import evaluate_async as _evaluate_job
-from ragbatch.run.options import ENVIRONMENT, OPTION_NAMES, PATH_OPTIONS, RunOptions, job_config
-from ragbatch.run.views import reread, write_views
-from ragbatch.run.workers import run_workers
+from ragbatch.run.job import run, run_options_async
+from ragbatch.run.options import ENVIRONMENT, OPTION_NAMES, PATH_OPTIONS, RunOptions
 
 API_OPTIONS: tuple[str, ...] = tuple(name for name in OPTION_NAMES if name != "dataset")
 API_DEFAULTS: dict[str, Any] = {"out": None, "quiet": True}
@@ -88,7 +85,7 @@ class MemoryRows:
 class NamedRows:
     """A file reader shown under another name (a DataFrame spilled to a temporary file)."""
 
-    def __init__(self, reader: Reader, name: str) -> None:
+    def __init__(self, reader: RowSource, name: str) -> None:
         self._reader = reader
         self.name = name
         self.rows = 0
@@ -125,7 +122,7 @@ def check_options(options: Mapping[str, Any]) -> RunOptions:
         name: Path(value) if name in PATH_OPTIONS and isinstance(value, str | PathLike) else value
         for name, value in given.items()
     }
-    return RunOptions(**converted)
+    return RunOptions.of(**converted)
 
 
 def records_of(data: Any) -> tuple[list[dict[str, Any]], str] | None:
@@ -139,7 +136,7 @@ def records_of(data: Any) -> tuple[list[dict[str, Any]], str] | None:
         return None
     lines = frame.to_json(orient="records", lines=True, force_ascii=False, date_format="iso")
     records = [orjson.loads(line) for line in lines.splitlines() if line.strip()]
-    return [{k: v for k, v in r.items() if v is not None} for r in records], name
+    return [drop_nulls(r) for r in records], name
 
 
 def is_ragas(records: list[Any]) -> bool:
@@ -168,7 +165,8 @@ def spill(
     folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ragbatch-api-")))
     path = folder / "rows.jsonl"
     path.write_bytes(b"".join(orjson.dumps(r, default=str) + b"\n" for r in records))
-    reader = open_dataset(path, options.format, ignore_unknown_fields=options.ignore_unknown_fields)
+    i = options.input
+    reader = open_dataset(path, i.format, ignore_unknown_fields=i.ignore_unknown_fields)
     return Source(None, NamedRows(reader, name))
 
 
@@ -177,13 +175,13 @@ def source_of(data: Any, options: RunOptions, stack: ExitStack) -> tuple[Source,
         return Source(Path(data), None), options
     found = records_of(data)
     records, name = found if found is not None else (data, "<memory>")
-    if options.format == "jsonl" and isinstance(records, list) and is_ragas(records):
-        options = replace(options, format="ragas")
-    if options.format == "jsonl":
+    if options.input.format == "jsonl" and isinstance(records, list) and is_ragas(records):
+        options = options.replace(format="ragas")
+    if options.input.format == "jsonl":
         return Source(None, MemoryRows(records, name)), options
-    if options.format in ("csv", "golden-yaml"):
+    if options.input.format in ("csv", "golden-yaml"):
         raise ConfigError(
-            f"format {options.format!r} is read from files: pass its path as data "
+            f"format {options.input.format!r} is read from files: pass its path as data "
             "(in memory: ragbatch rows, or records of a JSON format such as ragas)"
         )
     return spill(list(records), name, options, stack), options
@@ -251,45 +249,30 @@ def table_row(result: RowResult) -> dict[str, Any]:
     return row
 
 
-JobRunner = Callable[[JobConfig, int], Awaitable[JobResult]]
-
-
-async def _evaluate(data: Any, options: Mapping[str, Any], run: JobRunner) -> Evaluation:
-    checked = check_options(options)
-    with ExitStack() as stack:
-        source, checked = source_of(data, checked, stack)
-        config = job_config(replace(checked, dataset=source.dataset or checked.dataset))
-        config = replace(config, source=source.rows)
-        if checked.workers > 1 and source.rows is not None:
-            raise ConfigError("workers > 1 needs the data as a file path")
-        result = await run(config, checked.workers)
-        if checked.markdown is not None or checked.html is not None:
-            rows: Iterable[Row] = source.rows if source.rows is not None else reread(config)
-            write_views(result.report, rows, checked.markdown, checked.html)
-    return Evaluation(result.report, checked.rows_out)
+def _options(data: Any, options: Mapping[str, Any], stack: ExitStack) -> RunOptions:
+    """The run's options: the data as its dataset (a path) or its row source (in memory)."""
+    source, checked = source_of(data, check_options(options), stack)
+    if source.dataset is not None:
+        return checked.replace(dataset=source.dataset)
+    return checked.replace(source=source.rows)
 
 
 async def evaluate_async(data: Any, **options: Any) -> Evaluation:
     """Evaluate inside a running event loop (Jupyter: ``await ragbatch.evaluate_async(...)``)."""
-
-    async def in_loop(config: JobConfig, workers: int) -> JobResult:
-        if workers > 1:  # the worker processes' signal handling needs the main thread
+    with ExitStack() as stack:
+        checked = _options(data, options, stack)
+        if checked.scale.workers > 1:  # the worker processes' signal handling needs the main thread
             raise ConfigError("workers > 1 needs ragbatch.evaluate(), not evaluate_async()")
-        return await _evaluate_job(config)
-
-    return await _evaluate(data, options, in_loop)
+        result = await run_options_async(checked)
+    return Evaluation(result.report, checked.output.rows_out)
 
 
 def evaluate(data: Any, **options: Any) -> Evaluation:
     """Evaluate ``data`` with ``ragbatch run``'s options; see the module docstring."""
-
-    async def job_or_workers(config: JobConfig, workers: int) -> JobResult:
-        if workers > 1:  # blocks this (the main) thread, as `ragbatch run --workers` does
-            return run_workers(config, workers)
-        return await _evaluate_job(config)
-
-    evaluation: Evaluation = anyio.run(_evaluate, data, options, job_or_workers)
-    return evaluation
+    with ExitStack() as stack:
+        checked = _options(data, options, stack)
+        result = run(checked)  # blocks this thread, as `ragbatch run` does
+    return Evaluation(result.report, checked.output.rows_out)
 
 
 __all__ = ["API_OPTIONS", "Evaluation", "MemoryRows", "evaluate", "evaluate_async"]

@@ -53,6 +53,25 @@ def report_data(report: ReportLike, what: str) -> Mapping[str, Any]:
     return data
 
 
+def unjudged(data: Mapping[str, Any]) -> str | None:
+    """Why a report cannot be gated: Jev judged none of its rows (every row failed, e.g. an
+    offline replay that missed the cache on every row); None when some row was judged."""
+    mode = (data.get("modes") or {}).get("jevOnly") or {}
+    rows, failures = mode.get("rows") or 0, mode.get("failures") or {}
+    if not rows or failures.get("count") != rows:
+        return None
+    by_kind = failures.get("byKind") or {}
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(by_kind.items()))
+    why = f"the report judged no row: all {rows} rows failed ({kinds}), so there is nothing to gate"
+    if "cache-miss" in by_kind:
+        why += (
+            "; an offline replay found none of its replies in the cache: pass the model the "
+            "cache was recorded with (model=..., the run's warning names it), or run without "
+            "offline=True to record them"
+        )
+    return why
+
+
 def run_gate(
     current: ReportLike,
     baseline: ReportLike,
@@ -67,7 +86,9 @@ def run_gate(
     from ragbatch.compare.gate import Rule, gate, gate_markdown, parse_rules
     from ragbatch.core.errors import RagbatchError
 
-    problem: str | None = None
+    problem = unjudged(report_data(current, "report"))
+    if problem is not None:
+        pytest.fail(f"ragbatch_gate: {problem}", pytrace=False)
     try:
         items: Any = (
             orjson.loads(Path(rules).read_bytes()) if isinstance(rules, str | PathLike) else rules

@@ -1,6 +1,6 @@
 """Human audit of the judge: a stratified sample to label, and judge-human agreement (pure).
 
-Calibrating the judge against people (seed 004): sample about 10% of the judged rows, have
+Calibrating the judge against people (docs/semantics.md §6): sample about 10% of the judged rows, have
 humans label them, track agreement, and treat agreement below 80% as drift (re-prompt or
 re-train the judge, then recalibrate). ``audit_sample`` draws the sample stratified by
 (diagnosis, route) so rare verdicts are seen, each line carrying what a person needs to judge
@@ -245,7 +245,7 @@ def cohen_kappa(pairs: Sequence[tuple[str, str]]) -> float | None:
 
 
 def _warning(a: Agreement) -> str | None:
-    """Seed 004: agreement below 80% means the judge is drifting."""
+    """Agreement below 80% means the judge is drifting (docs/semantics.md §6)."""
     if a.decided == 0:
         return (
             "no human diagnosis on a row the judge decided: fill in human.diagnosis in the "

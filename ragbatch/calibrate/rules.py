@@ -2,7 +2,7 @@
 
 ``ragbatch.core.policy.diagnose`` applies one (fail, pass) pair to every judgment; calibration
 needs one pair per judgment and millions of evaluations, so this module restates the same
-table (rag-semantics §2) over *statuses*: each judgment is LOW (``p <= fail``), BAND
+table (docs/semantics.md §2) over *statuses*: each judgment is LOW (``p <= fail``), BAND
 (``fail < p < pass``), HIGH (``p >= pass``) or ABSENT (not asked). A row's diagnosis depends
 only on its statuses, which is what lets the search evaluate a threshold move cheaply. A test
 checks that with uniform thresholds :func:`rediagnose` agrees with ``diagnose`` on every row
@@ -89,7 +89,7 @@ def decide(st: Sequence[int]) -> Diagnosis:
 
 
 def decide_guarded(st: Sequence[int]) -> Diagnosis:
-    """The guarded walk over statuses (rag-semantics §2a): a rule fires, is ruled out, or
+    """The guarded walk over statuses (docs/semantics.md §2a): a rule fires, is ruled out, or
     stops the walk undecided (JUDGE_UNCERTAIN)."""
     if st[CONFLICT] == HIGH:
         return "CONFLICTING_EVIDENCE"

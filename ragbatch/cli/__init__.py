@@ -1,4 +1,4 @@
-"""The ``ragbatch`` command line: typer options -> ``JobConfig`` -> ``anyio.run`` (no logic).
+"""The ``ragbatch`` command line: typer options -> ``RunOptions`` -> ``run.job.run`` (no logic).
 
 ``app`` holds ``run``, ``estimate`` and ``schema``; ``tools`` the commands that work on
 finished reports (gate, diff, calibrate, audit, merge, cache); ``export`` writes a report's

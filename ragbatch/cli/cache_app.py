@@ -9,6 +9,7 @@ import typer
 
 from ragbatch.core.errors import EXIT_USAGE, ConfigError, RagbatchError
 from ragbatch.providers.cache_merge import merge_caches
+from ragbatch.providers.cache_swap import finish_interrupted_swap
 from ragbatch.providers.cache_verify import repair_cache, verify_cache
 from ragbatch.run.config import DEFAULT_CACHE
 
@@ -25,19 +26,22 @@ def cache_merge_command(
     sources: Annotated[list[Path], typer.Argument(help="Cache directories to copy from.")],
     into: Annotated[Path, typer.Option(help="The cache directory to merge into.")] = DEFAULT_CACHE,
 ) -> None:
-    """Copy every valid entry of SOURCES into --into (corrupt entries skipped and counted)."""
-    for source in sources:
-        if not source.is_dir():
-            raise _fail(ConfigError(f"cache directory {source} does not exist"))
-    if into.exists() and not into.is_dir():
-        raise _fail(ConfigError(f"--into {into}: is not a directory; give a cache directory"))
+    """Copy every entry of SOURCES into --into; a damaged source (as `cache verify` finds it)
+    stops the merge before anything is written."""
     try:
+        for directory in (*sources, into):  # a repair a killed process left half done
+            finish_interrupted_swap(directory)
+        for source in sources:
+            if not source.is_dir():
+                raise ConfigError(f"cache directory {source} does not exist")
+        if into.exists() and not into.is_dir():
+            raise ConfigError(f"--into {into}: is not a directory; give a cache directory")
         stats = merge_caches(sources, into)
     except RagbatchError as error:
         raise _fail(error) from None
     typer.echo(
         f"merged {stats.sources} caches into {into}: {stats.copied} entries copied, "
-        f"{stats.already_present} already there, {stats.corrupt_skipped} corrupt skipped"
+        f"{stats.already_present} already there"
     )
 
 
@@ -51,18 +55,14 @@ def cache_verify_command(
         ),
     ] = False,
 ) -> None:
-    """Check every entry of a cache (read-only); exit 2 when it is damaged, unless --repair."""
-    if not directory.is_dir():
-        raise _fail(ConfigError(f"cache directory {directory} does not exist"))
+    """Check every entry of a cache (read-only); exit 2 when it is damaged, unless --repair.
+    A repair that a killed process left half done is finished first."""
     try:
+        finish_interrupted_swap(directory)
+        if not directory.is_dir():
+            raise ConfigError(f"cache directory {directory} does not exist")
         result = verify_cache(directory)
-        summary = (
-            f"{directory}: {result.entries} entries: {result.ok} ok, {result.corrupt} corrupt, "
-            f"{result.unreadable} unreadable"
-        )
-        if result.problem:
-            summary += f"; SQLite: {result.problem}"
-        typer.echo(summary)
+        typer.echo(f"{directory}: {result.describe()}")
         if not result.is_damaged:
             return
         if not repair:

@@ -12,7 +12,7 @@ import typer
 
 from ragbatch.cli.tools import _fail, check_outputs, read_report
 from ragbatch.core.errors import ConfigError, DatasetError, RagbatchError
-from ragbatch.data.output import write_bytes
+from ragbatch.files import write_bytes
 from ragbatch.report.export import DEFAULT_NAME, EXPORT_FORMATS, ExportFormat, export_rows
 
 SHOWN = 10  # skipped rows named on stderr

@@ -35,25 +35,13 @@ from ragbatch.core.errors import ConfigError, RagbatchError
 from ragbatch.core.questions import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS
 from ragbatch.data.counterfactual import write_counterfactuals
 from ragbatch.data.formats import open_dataset
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.data.output import check_output
-from ragbatch.providers.cache import ReplyCache
-from ragbatch.providers.jev import DEFAULT_MODEL, ENDPOINT
-from ragbatch.providers.mock import MOCK_MODEL
+from ragbatch.data.jsonl import JsonlReader
+from ragbatch.files import check_output, write_bytes
 from ragbatch.report.builder import summarize
 from ragbatch.report.models import report_bytes
-from ragbatch.run.estimate import estimate_run
-from ragbatch.run.factory import request_limits
-from ragbatch.run.job import (
-    DEFAULT_CACHE,
-    DEFAULT_DATASET,
-    DEFAULT_PRICING,
-    PRICING_NAME,
-    JobConfig,
-    load_pricing,
-    make_claims,
-    write_bytes,
-)
+from ragbatch.run.config import DEFAULT_CACHE, DEFAULT_DATASET, DEFAULT_PRICING, PRICING_NAME
+from ragbatch.run.factory import estimate_options
+from ragbatch.run.options import RunOptions
 from ragbatch.run.shards import merge_partials
 
 TOO_LARGE_SHOWN = 20  # rows over a size limit listed by `estimate` (all of them with --json)
@@ -107,7 +95,7 @@ def gate_command(
     """Fail (exit 1) when CURRENT regressed against --baseline beyond the rules.
 
     Default rules: diagnosis accuracy of Jev-only and of the cascade drop > 0.02, fallback
-    rate rise > 0.05, failure rate rise > 0.02, and (seed 004) Recall@10 drop > 0.02,
+    rate rise > 0.05, failure rate rise > 0.02, Recall@10 drop > 0.02,
     groundedness accuracy drop > 0.02, claim answer-level accuracy (citation quality) drop >
     0.05. A drop only counts when an exact paired test on per-row outcomes (McNemar / sign
     test) says it is not noise. A rules-file path in neither report is a usage error.
@@ -204,30 +192,9 @@ def estimate_command(
 
     Lists the rows whose request is over a size limit: the run fails them (request-too-large)
     without sending them."""
+    options = RunOptions.of(**{k: v for k, v in locals().items() if k != "json_out"})
     try:
-        config = JobConfig(
-            dataset=dataset,
-            provider=provider,
-            model=model,
-            groundedness=groundedness,
-            claim_evidence=claim_evidence,
-            claim_extractor=claim_extractor,
-            max_request_tokens=max_request_tokens,
-            max_state_question_tokens=max_state_question_tokens,
-        )
-        snapshot = load_pricing(pricing)
-        claims = make_claims(config)
-        chosen = model or (DEFAULT_MODEL if provider == "jev" else MOCK_MODEL)
-        cache = (
-            ReplyCache(cache_dir, read_only=True)
-            if provider == "jev" and cache_dir.exists()
-            else None
-        )
-        reader = DatasetReader(dataset, ignore_unknown_fields=ignore_unknown_fields)
-        limits = request_limits(config) if provider == "jev" else None
-        result = estimate_run(reader, chosen, ENDPOINT, snapshot, cache, claims, limits)
-        if cache is not None:
-            cache.close()
+        result = estimate_options(options)
     except RagbatchError as error:
         raise _fail(error) from None
     if json_out:
@@ -271,7 +238,7 @@ def counterfactual_command(
     """
     try:
         check_outputs(("--out", out))
-        stats = write_counterfactuals(DatasetReader(dataset), out, keep_mock=keep_mock)
+        stats = write_counterfactuals(JsonlReader(dataset), out, keep_mock=keep_mock)
     except RagbatchError as error:
         raise _fail(error) from None
     typer.echo(
@@ -355,7 +322,7 @@ def audit_sample_command(
     seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
     out: Annotated[Path, typer.Option(help="JSONL for people to label.")] = Path("sample.jsonl"),
 ) -> None:
-    """A sample stratified by diagnosis and route, for people to label (seed 004: ~10%).
+    """A sample stratified by diagnosis and route, for people to label (about 10%).
 
     The first line says how to label; each other line carries the row's question, contexts
     and answer next to the judge's verdict, with empty ``human`` fields to fill in.
@@ -375,7 +342,7 @@ def agreement_command(
     labels: Annotated[Path, typer.Argument(help="The labelled sample (JSONL).")],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Judge-human agreement overall and per judgment; warns below 80% (seed 004)."""
+    """Judge-human agreement overall and per judgment; warns below 80%."""
     try:
         lines = [orjson.loads(line) for line in labels.read_bytes().splitlines() if line.strip()]
         result = agreement(read_report(report)["rows"], lines, str(labels))

@@ -1,6 +1,6 @@
 """Distribution drift between two reports: PSI, two-sample KS and an abstention z-test (pure).
 
-Seed 004: "Drift detection: monitor distribution shifts in queries, scores, abstention rate".
+Drift detection (docs/semantics.md §6): distribution shifts in queries, scores and abstention.
 :func:`distribution_drift` compares per-row distributions of report ``a`` (baseline) and ``b``
 (new run): ``queryTokens`` (when rows carry it), ``contextCount`` (``len(chunkRelevance)``) and
 every judgment probability, ``retrieval.bestChunk`` being the highest chunk relevance. Rows

@@ -1,5 +1,7 @@
 """Claim mode: atomic claims, their support questions and the answer-level veto (pure: no I/O).
 
+The semantics are docs/semantics.md §1a.
+
 Claim extraction is a generation task, so it is not part of the Jev decision contract: a
 :class:`ClaimExtractor` supplies the claims (``provided``: the row's own; ``sentences``: a
 deterministic sentence split by pysbd, which knows abbreviations, decimals and ellipses). Jev then answers one four-way ``choice`` per claim against the

@@ -2,7 +2,7 @@
 
 Jev answers atomic questions; this module alone turns them into a verdict, with two-sided
 thresholds: ``p <= fail`` is a confident "no", ``p >= pass`` a confident "yes", and only the
-open band between them is uncertain (docs: rag-semantics §2).
+open band between them is uncertain (docs/semantics.md §2).
 
 Two routings walk the same precedence. ``showcase`` (the TypeScript showcase's, the default):
 the first rule that fires wins, and only a row where no rule fired but some signal is in the
@@ -239,7 +239,7 @@ def _guarded(
     correctness: float | None,
     best_chunk: float | None,
 ) -> Verdict:
-    """The guarded walk (rag-semantics §2a): stop at the first rule not confidently ruled out."""
+    """The guarded walk (docs/semantics.md §2a): stop at the first rule not confidently ruled out."""
     if t.is_high(conflict, "contextConflict"):
         return Verdict("CONFLICTING_EVIDENCE", conflict, "auto")
     if not t.is_low(conflict, "contextConflict"):

@@ -9,7 +9,7 @@ whole run (a rejected key) is :class:`~ragbatch.core.errors.RunAborted`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Protocol
+from typing import Annotated, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -66,6 +66,26 @@ class Provider(Protocol):
         ...
 
 
+class AttemptMeter(Protocol):
+    """Hears of every attempt a retrying provider sends (the spending limit counts each one:
+    a request that was sent may have been billed, whatever became of its reply)."""
+
+    def begin(self, call: Call) -> float:
+        """Before an attempt is sent: what it reserves; raise ProviderError to send nothing."""
+        ...
+
+    def end(self, reserved: float, reply: Reply | None, error: BaseException | None) -> None:
+        """After the attempt: the reply it got, or the error it ended in."""
+        ...
+
+
+@runtime_checkable
+class MeteredProvider(Protocol):
+    """A provider that retries inside itself and reports each attempt to ``meter``."""
+
+    meter: AttemptMeter | None
+
+
 @dataclass(frozen=True, slots=True)
 class BaselineReply:
     diagnosis: Diagnosis
@@ -86,3 +106,12 @@ class BaselineJudge(Protocol):
     async def aclose(self) -> None:
         """Release connections."""
         ...
+
+
+def innermost(provider: Provider) -> Provider:
+    """The provider at the end of a chain of wrappers (a wrapper names what it wraps
+    ``inner``: the cache, the cost limit), where the live client keeps its rate limiter."""
+    found = provider
+    while (inner := getattr(found, "inner", None)) is not None:
+        found = inner
+    return found

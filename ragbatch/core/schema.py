@@ -136,7 +136,7 @@ class GenerationJudgments(Frozen):
 
 
 class Judgments(Frozen):
-    """P(true) of every atomic judgment, in the normalized shape of seed 000.
+    """P(true) of every atomic judgment, in the normalized shape of docs/semantics.md §1.
 
     The same shape is the row's ``mock`` block (answers the mock provider gives) and the
     ``retrieval``/``generation`` part of a row result. ``None`` means "not asked".

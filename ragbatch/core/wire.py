@@ -2,9 +2,9 @@
 
 A reply reaches policy code only after :func:`parse_reply` has checked it against the request
 that was sent: exactly the asked answer ids, each of the asked type, finite probabilities in
-[0, 1] summing to 1 (within 0.05, or the rounding of many values), choice keys equal to the option names, usage
-non-negative integers. Anything else
-raises :class:`~ragbatch.core.errors.ProviderError` of kind ``malformed-response``.
+[0, 1] summing to 1 (within 0.05, or the rounding of many values), choice keys equal to the
+option names, scores within their levels, usage integers in [0, ``MAX_CALL_TOKENS``]. Anything
+else raises :class:`~ragbatch.core.errors.ProviderError` of kind ``malformed-response``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,12 @@ Criteria = dict[str, str | None] | list[str] | None
 # when many values are each rounded (half a unit of the last decimal shown, per value).
 # Further off, the probabilities read from it mean something else: a failed call.
 PROBABILITY_SUM_TOLERANCE = 0.05
+# The most tokens one call may report: 1,500 times the largest request the service accepts
+# (64k). More is no usage but a broken or hostile reply; unbounded, a count such as 2^63
+# would be cached and then overflow every sum (reports, replays) built from it.
+MAX_CALL_TOKENS = 100_000_000
+# A score is an expected level: within [0, levels - 1], give or take the rounding shown.
+SCORE_TOLERANCE = 1e-6
 
 
 def _sum_tolerance(values: list[float]) -> float:
@@ -108,8 +114,8 @@ Answer = Annotated[NoulAnswer | ChoiceAnswer | ScoreAnswer, Field(discriminator=
 
 
 class WireUsage(_Wire):
-    input_tokens: Annotated[int, Field(ge=0)]
-    output_tokens: Annotated[int, Field(ge=0)] = 0
+    input_tokens: Annotated[int, Field(ge=0, le=MAX_CALL_TOKENS)]
+    output_tokens: Annotated[int, Field(ge=0, le=MAX_CALL_TOKENS)] = 0
 
 
 class WireReply(_Wire):
@@ -124,14 +130,39 @@ def _malformed(message: str, request_id: str | None) -> ProviderError:
     )
 
 
-def parse_reply(request: JevRequest, body: bytes, request_id: str | None = None) -> WireReply:
-    """Validate a 200 body against the request it answers; raise ``malformed-response``."""
+def check_ranges(reply: WireReply, request_id: str | None = None) -> None:
+    """The checks that need no request: every score within its levels (usage counts are
+    bounded by :class:`WireUsage`). ``cache verify`` applies them to stored replies."""
+    for qid, answer in reply.answers.items():
+        if not isinstance(answer, ScoreAnswer):
+            continue
+        top = len(answer.probabilities) - 1
+        if not -SCORE_TOLERANCE <= answer.score <= top + SCORE_TOLERANCE:
+            raise _malformed(
+                f"answer {qid!r} score {answer.score:.6g} is not in [0, {top}]", request_id
+            )
+
+
+def _validated(body: bytes, request_id: str | None) -> WireReply:
     try:
-        reply = WireReply.model_validate_json(body)
+        return WireReply.model_validate_json(body)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise _malformed(f"{where}: {first['msg']}", request_id) from None
+
+
+def read_reply(body: bytes, request_id: str | None = None) -> WireReply:
+    """A body parsed as a reply with every number in range (not matched to a request);
+    raise ``malformed-response``."""
+    reply = _validated(body, request_id)
+    check_ranges(reply, request_id)
+    return reply
+
+
+def parse_reply(request: JevRequest, body: bytes, request_id: str | None = None) -> WireReply:
+    """Validate a 200 body against the request it answers; raise ``malformed-response``."""
+    reply = _validated(body, request_id)
     asked, got = set(request.questions), set(reply.answers)
     if asked != got:
         missing, extra = sorted(asked - got), sorted(got - asked)
@@ -156,4 +187,5 @@ def parse_reply(request: JevRequest, body: bytes, request_id: str | None = None)
                 raise _malformed(
                     f"answer {qid!r} probabilities sum to {total:.3g}, not 1", request_id
                 )
+    check_ranges(reply, request_id)
     return reply

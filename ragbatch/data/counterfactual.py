@@ -1,6 +1,6 @@
 """Counterfactual rows: the answer documents removed, so the right behaviour is to refuse.
 
-Seed 004: "Counterfactual eval: remove answer doc, verify refusal". For every row whose golden
+Counterfactual eval: remove the answer documents, verify refusal (docs/semantics.md §6). For every row whose golden
 block names ``expectedDocuments`` and whose contexts include at least one of them, this module
 builds a variant without those contexts. The user regenerates the answer with their own
 generator (answer generation stays outside ragbatch), then ``ragbatch run`` scores the refusal
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragbatch.core.schema import Context, Out, Row
-from ragbatch.data.output import atomic_file
+from ragbatch.files import atomic_file
 
 SUFFIX = "#cf"
 COUNTERFACTUAL_DIAGNOSIS = "RETRIEVAL_INSUFFICIENT"

@@ -10,13 +10,17 @@ camelCase aliases (``actualOutput``, ...). Per test case:
   expectedDocuments by :func:`expected_documents`;
 - ``additional_metadata`` → metadata; ``id``, else ``name``, else ``row-<line>`` → id.
 
-In CSV (``save_as("csv")``) the ``retrieval_context`` and ``context`` cells are the passages
-joined with ``|``, or a JSON array. Other keys (``tools_called``, ``comments``, ...) are
+In CSV and JSON lines (``save_as("csv")``, ``save_as("jsonl")``) the ``retrieval_context`` and
+``context`` values are the passages joined with ``|`` (so a passage that itself holds ``|``
+cannot be told apart: use ``save_as("json")``), or a JSON array. A passage deepeval wrote
+from ``RetrievedContextData`` is the marker string ``deepeval_source=S,deepeval_context=T``:
+T is the text, S the source. Other keys (``tools_called``, ``comments``, ...) are
 ignored; ``null`` is absent.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,8 @@ FIELDS: dict[str, str] = {
 REQUIRED: tuple[str, ...] = ("input", "actual_output")
 EXPECTED = "required: input, actual_output (or actualOutput)"
 SEPARATOR = "|"
+# How deepeval writes a RetrievedContextData(context, source) passage to a file.
+MARKER = re.compile(r"deepeval_source=(?P<source>.*?),deepeval_context=(?P<context>.*)", re.DOTALL)
 
 
 class DeepevalReader(RecordReader):
@@ -84,7 +90,7 @@ class DeepevalReader(RecordReader):
         key, value = self._value(record, field)
         if value is None:
             return []
-        if self.from_csv and isinstance(value, str):
+        if isinstance(value, str):  # save_as csv and jsonl join the passages with "|"
             try:
                 value = orjson.loads(value) if value.lstrip().startswith("[") else None
             except orjson.JSONDecodeError:
@@ -97,7 +103,10 @@ class DeepevalReader(RecordReader):
         for i, item in enumerate(value):
             where = f"field {key!r}: item [{i}]"
             if isinstance(item, str):
-                passages.append((item, None))
+                marker = MARKER.fullmatch(item)
+                passages.append(
+                    (marker["context"], marker["source"] or None) if marker else (item, None)
+                )
                 continue
             if not isinstance(item, dict):
                 raise CellError(
@@ -127,7 +136,7 @@ class DeepevalReader(RecordReader):
         if metadata is not None and not isinstance(metadata, dict):
             raise CellError(f"field {key!r}: expected an object, got {kind(metadata)}")
         return Row(
-            id=self._text(record, "id") or self._text(record, "name") or f"row-{line}",
+            id=self._text(record, "id") or self._text(record, "name") or self.fallback_id,
             question=self._required(record, "input"),
             contexts=contexts,
             answer=self._required(record, "actual_output"),

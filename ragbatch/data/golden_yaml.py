@@ -1,13 +1,13 @@
 """Golden labels from other formats: golden-set YAML joined with outputs (does file I/O).
 
-The YAML is seed 004's ``golden_set.yaml``: a list of entries with ``question``,
+The YAML is a ``golden_set.yaml`` (docs/semantics.md §3a): a list of entries with ``question``,
 ``expected_documents``, ``expected_sections``, ``expected_answer_contains``,
 ``must_not_contain``, ``expected_classification``, ``expected_abstention`` and optionally
 ``id``, ``category``, ``relevance`` and ``counterfactual_of`` (the snake_case names of
 :class:`ragbatch.core.schema.Golden`). Unknown entry fields are an error: a typo in a label must not
 silently drop it.
 
-Each output row (read by :class:`ragbatch.data.jsonl.DatasetReader`) that matches an entry gets
+Each output row (read by :class:`ragbatch.data.jsonl.JsonlReader`) that matches an entry gets
 the entry's labels as its ``golden`` block; rows without an entry pass through unchanged.
 ``join="auto"`` joins by ``id`` when every entry has one, else by question text compared after
 whitespace normalisation (runs of whitespace become one space, ends stripped). Every entry
@@ -28,7 +28,8 @@ from pydantic import ValidationError
 
 from ragbatch.core.errors import ConfigError, DatasetError
 from ragbatch.core.schema import Context, Golden, Row
-from ragbatch.data.jsonl import BOM, DatasetReader, describe
+from ragbatch.data.base import BOM, describe
+from ragbatch.data.jsonl import JsonlReader
 
 Join = Literal["auto", "id", "question"]
 JOINS: tuple[str, ...] = ("auto", "id", "question")
@@ -217,7 +218,7 @@ class GoldenYamlReader:
         if join == "auto":
             join = "id" if all(e.id is not None for e in entries) else "question"
         index = _index(self.yaml_path, entries, join)
-        outputs = DatasetReader(self.path, ignore_unknown_fields=self.ignore_unknown_fields)
+        outputs = JsonlReader(self.path, ignore_unknown_fields=self.ignore_unknown_fields)
         matched: set[int] = set()
         for row in outputs:
             key = row.id if join == "id" else normalise_space(row.question)

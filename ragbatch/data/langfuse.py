@@ -8,17 +8,21 @@ Shapes read (told apart by the first record):
   trace has ``id``, ``input``, ``output`` and ``observations[]`` with ``id``, ``type``,
   ``name``, ``parentObservationId``, ``input`` and ``output``;
 - observations alone (an observations export, one a record, ``traceId`` or ``trace_id``,
-  ``parentObservationId`` or ``parent_observation_id``): grouped by trace, so one trace's
-  observations must be consecutive.
+  ``parentObservationId`` or ``parent_observation_id``; Langfuse 5.x's observations v2
+  pages ``{"data": [...], "meta": ...}`` and their items as JSON lines, whose inputs and
+  outputs are JSON *strings*, decoded here): grouped by trace, so one trace's observations
+  must be consecutive.
 
 Mapping (then :mod:`ragbatch.data.traces`): an observation of type ``GENERATION`` is the LLM
 span; the retriever is the first ``RETRIEVER`` observation, else the first ``SPAN`` whose name
 contains "retriev" (as LangChain's callback names them). The retriever's output holds the
 documents: a list (or ``{"documents": [...]}``) of strings or objects with the text in
-``page_content``, ``content`` or ``text``, an optional ``id`` and ``metadata.source``. The
-trace's own input/output come before the root observation's. Inputs and outputs that are
-objects are unwrapped when they hold one string (``{"query": "..."}``) or a message's
-``content``; other JSON is judged as its JSON text. Span ids: ``root`` is the one
+``page_content``, ``content`` or ``text``, an optional ``id`` (else ``metadata.id``) and
+``metadata.source``. The trace's own input/output come before the root observation's.
+Inputs and outputs that are objects are unwrapped when they hold one string
+(``{"query": "..."}``) or a message's ``content``; other JSON is not text and never judged
+(the question then comes from the next place, at last a generation's last user message).
+Span ids: ``root`` is the one
 top-level observation (none when there are several), ``retriever`` and ``llm`` the
 observations used; the trace id is the row's id and traceId.
 """
@@ -44,9 +48,21 @@ KINDS = {"GENERATION": "LLM", "RETRIEVER": "RETRIEVER"}
 TEXT_KEYS = ("page_content", "pageContent", "content", "text")
 
 
+def decoded(value: Any) -> Any:
+    """A value as data: Langfuse 5.x's observations API gives inputs and outputs as JSON
+    *strings*; a string that parses as a JSON object, array or string is that JSON."""
+    if isinstance(value, str) and value.lstrip().startswith(("{", "[", '"')):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
 def text(value: Any) -> str | None:
     """An input/output as text: a string as it is, one string or a message's content
-    unwrapped, other JSON as its JSON text."""
+    unwrapped; any other JSON is not text (None: never judged as its JSON)."""
+    value = decoded(value)
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, dict):
@@ -54,11 +70,23 @@ def text(value: Any) -> str | None:
             return str(value["content"])
         if len(value) == 1 and isinstance(next(iter(value.values())), str):
             return str(next(iter(value.values())))
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return None
+
+
+def last_user_message(value: Any) -> str | None:
+    """The last ``user`` message's text content in a generation's input message list."""
+    value = decoded(value)
+    if isinstance(value, dict):
+        value = value.get("messages")
+    if not isinstance(value, list):
+        return None
+    users = [m.get("content") for m in value if isinstance(m, dict) and m.get("role") == "user"]
+    return next((c for c in reversed(users) if isinstance(c, str)), None)
 
 
 def documents(output: Any, where: str) -> list[Document]:
     """The documents a retriever observation returned."""
+    output = decoded(output)
     if isinstance(output, dict) and "documents" in output:
         output = output["documents"]
     if output is None:
@@ -102,6 +130,7 @@ def observation_span(record: dict[str, Any], trace_id: Any, line: int, where: st
         input=text(record.get("input")),
         output=text(record.get("output")),
         documents=documents(record.get("output"), where) if is_retriever else [],
+        user_message=last_user_message(record.get("input")) if obs_type == "GENERATION" else None,
     )
 
 

@@ -6,21 +6,28 @@ Two shapes, told apart by the first record:
   ``spanId``, ``parentSpanId`` and ``attributes`` as ``[{key, value: {stringValue, ...}}]``):
   a ``.json`` file that is one export request (parsed whole), or JSON lines of requests
   (what the OpenTelemetry collector's file exporter writes; streamed line by line);
-- a Phoenix spans export (``px.Client().get_spans_dataframe()`` written with
-  ``to_json(orient="records", lines=True)``, as a JSON array, or ``to_parquet``): one span a
-  record with ``context.trace_id``, ``context.span_id``, ``parent_id``, ``span_kind`` and
-  ``attributes.*`` columns (nested objects are read the same as dotted names). Parquet needs
-  pyarrow (``pip install 'ragbatch[parquet]'``) and is read a batch at a time; its "line"
-  is the 1-based row number.
+- a Phoenix spans export: ``Client().spans.get_spans()`` dumped as a JSON array, or
+  ``Client().spans.get_spans_dataframe()`` written with ``to_json(orient="records",
+  lines=True)`` or ``to_parquet``: one span a record with ``context.trace_id``,
+  ``context.span_id``, ``parent_id``, ``span_kind`` and ``attributes.*`` (nested objects are
+  read the same as dotted names). Parquet needs pyarrow (``pip install
+  'ragbatch[parquet]'``) and is read a batch at a time; its "line" is the 1-based row number.
+
+Trace and span ids are hex, as OTLP/JSON, Phoenix and Langfuse write them; protobuf's
+``MessageToJson`` writes them base64, and they are turned into hex here.
 
 Attributes read: ``openinference.span.kind`` (CHAIN/RETRIEVER/LLM/...), ``input.value`` /
-``output.value`` (with ``input.mime_type`` / ``output.mime_type``: JSON holding one string is
-unwrapped) and ``retrieval.documents.N.document.{id,content,score,metadata}`` (flattened, or
-the list Phoenix keeps in one column). Spans become rows by :mod:`ragbatch.data.traces`.
+``output.value`` (with ``input.mime_type`` / ``output.mime_type``: only text is judged, see
+:mod:`ragbatch.data.traces`), ``llm.input_messages`` / ``llm.output_messages`` (the last
+user and assistant ``message.content``) and ``retrieval.documents.N.document.{id,content,
+score,metadata}`` (flattened, ``metadata.source`` as its own key, or the list Phoenix keeps in
+one column). Spans become rows by :mod:`ragbatch.data.traces`.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,8 +42,9 @@ EXPECTED = (
     "expected an OTLP JSON export (resourceSpans[].scopeSpans[].spans[]) or a Phoenix spans "
     "export (columns context.trace_id, context.span_id, attributes.*)"
 )
-_DOCUMENT_KEY = re.compile(r"retrieval\.documents\.(\d+)\.document\.(\w+)")
-_PARQUET_BATCH = 1024
+_DOCUMENT_KEY = re.compile(r"retrieval\.documents\.(\d+)\.document\.(\w+)(?:\.(.+))?")
+_MESSAGE_KEY = re.compile(r"llm\.(input|output)_messages\.(\d+)\.message\.(role|content)")
+_HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 def any_value(value: Any) -> Any:
@@ -75,7 +83,11 @@ def documents(attrs: dict[str, Any], where: str) -> list[Document]:
     by_rank: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():
         if match := _DOCUMENT_KEY.fullmatch(key):
-            by_rank.setdefault(int(match[1]), {})[match[2]] = value
+            fields = by_rank.setdefault(int(match[1]), {})
+            if match[3] is None:
+                fields[match[2]] = value
+            elif isinstance(fields.setdefault(match[2], {}), dict):  # metadata.source: ...
+                fields[match[2]][match[3]] = value
     listed = attrs.get("retrieval.documents")
     if isinstance(listed, list):
         for rank, item in enumerate(listed):
@@ -94,6 +106,38 @@ def documents(attrs: dict[str, Any], where: str) -> list[Document]:
     return [document(rank, by_rank[rank], where) for rank in sorted(by_rank)]
 
 
+def hex_id(value: Any, size: int) -> Any:
+    """A trace (16 bytes) or span (8 bytes) id as lowercase hex: hex as it is, protobuf
+    JSON's base64 decoded; anything else unchanged (checked by the caller)."""
+    if not isinstance(value, str) or not value:
+        return value
+    if len(value) == 2 * size and _HEX.fullmatch(value):
+        return value.lower()
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return value
+    return raw.hex() if len(raw) == size else value
+
+
+def last_message(attrs: dict[str, Any], direction: str, role: str) -> str | None:
+    """The content of the last ``role`` message among an LLM span's input or output messages
+    (flattened keys, or the list Phoenix keeps in one column)."""
+    messages: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if (match := _MESSAGE_KEY.fullmatch(key)) and match[1] == direction:
+            messages.setdefault(int(match[2]), {})[match[3]] = value
+    listed = attrs.get(f"llm.{direction}_messages")
+    if isinstance(listed, list):
+        for n, item in enumerate(listed):
+            if isinstance(item, dict):
+                nested = item.get("message")
+                fields = nested if isinstance(nested, dict) else item
+                messages[n] = {k.removeprefix("message."): v for k, v in fields.items()}
+    found = [m.get("content") for _, m in sorted(messages.items()) if m.get("role") == role]
+    return next((c for c in reversed(found) if isinstance(c, str)), None)
+
+
 def make_span(
     trace_id: Any,
     span_id: Any,
@@ -105,6 +149,7 @@ def make_span(
     names: tuple[str, str] = ("traceId", "spanId"),
 ) -> Span:
     """A :class:`Span` from its ids and OpenInference attributes (CellError if unusable)."""
+    trace_id, span_id, parent = hex_id(trace_id, 16), hex_id(span_id, 8), hex_id(parent, 8)
     for name, value in zip(names, (trace_id, span_id), strict=True):
         if not (isinstance(value, str) and value):
             raise CellError(f"{where}{name}: expected a non-empty string, got {kind(value)}")
@@ -118,6 +163,8 @@ def make_span(
         input=text_value(attrs.get("input.value"), attrs.get("input.mime_type")),
         output=text_value(attrs.get("output.value"), attrs.get("output.mime_type")),
         documents=documents(attrs, where),
+        user_message=last_message(attrs, "input", "user"),
+        assistant_message=last_message(attrs, "output", "assistant"),
     )
 
 
@@ -185,25 +232,3 @@ class OpenInferenceReader(TraceReader):
                     yield phoenix_span(record, line)
             except CellError as exc:
                 raise self._error(line, str(exc)) from None
-
-    def _parquet(self) -> Iterator[tuple[int, Any]]:
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise ConfigError(
-                "reading Parquet needs pyarrow: pip install 'ragbatch[parquet]'"
-            ) from None
-        try:
-            with self.path.open("rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    self._digest.update(chunk)
-        except OSError as exc:
-            raise self._error(0, f"cannot read dataset: {exc.strerror or exc}") from None
-        line = 0
-        try:  # pyarrow's errors: ArrowInvalid is a ValueError, ArrowIOError an OSError
-            for batch in pq.ParquetFile(self.path).iter_batches(batch_size=_PARQUET_BATCH):
-                for record in batch.to_pylist():
-                    line += 1
-                    yield line, record
-        except (OSError, ValueError) as exc:
-            raise self._error(line, f"not a readable Parquet file: {exc}") from None

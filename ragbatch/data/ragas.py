@@ -9,7 +9,10 @@
   (texts) → expectedDocuments by :func:`expected_documents`.
 
 A file is JSON lines (``.jsonl``, or ``.json`` one object a line), a JSON array of samples
-(``.json``: what ``EvaluationDataset.to_list()`` gives, items streamed one at a time) or CSV.
+(``.json``: what ``EvaluationDataset.to_list()`` gives, items streamed one at a time, even
+on one line), CSV (list cells as JSON, Python list literals or numpy array reprs, as
+``Dataset.to_csv`` writes them) or Parquet (``to_pandas().to_parquet()``,
+``to_hf_dataset().to_parquet()``; needs pyarrow).
 When a record has both a v0.2 and a v0.1 name, the v0.2 one is read. Other columns
 (metric scores, ``multi_responses``, ...) are ignored.
 """
@@ -40,8 +43,10 @@ class RagasReader(RecordReader):
     def __init__(self, path: str | Path) -> None:
         super().__init__(path)
         suffix = self.path.suffix.lower()
-        if suffix not in (".jsonl", ".json", ".csv"):
-            raise ConfigError(f"ragas datasets end in .jsonl, .json or .csv: {self.path.name!r}")
+        if suffix not in (".jsonl", ".json", ".csv", ".parquet"):
+            raise ConfigError(
+                f"ragas datasets end in .jsonl, .json, .csv or .parquet: {self.path.name!r}"
+            )
         self.from_csv = suffix == ".csv"
 
     def _check_columns(self, line: int, columns: list[str]) -> None:
@@ -74,7 +79,7 @@ class RagasReader(RecordReader):
         reference_ids = strings("reference_context_ids", get("reference_context_ids", list) or [])
         documents = list(dict.fromkeys(reference_ids)) or expected_documents(contexts, references)
         return Row(
-            id=get("id", str) or f"row-{line}",
+            id=get("id", str) or self.fallback_id,
             question=get("user_input", str, False),
             contexts=contexts,
             answer=get("response", str, False),

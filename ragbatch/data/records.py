@@ -5,21 +5,27 @@ on) into :class:`Row`. Records come from, by the file's shape:
 
 - JSON lines: one value per line (blank lines skipped), the ``.jsonl`` default;
 - a JSON array (a ``.json`` file whose first non-blank character is ``[``): the array's
-  items, split off one at a time by :func:`array_items` without holding the whole file, so
-  an item's line is the line its first character is on;
+  items, split off one at a time by :func:`array_items` without holding the whole file, even
+  when the array is one line (pandas ``to_json(orient="records")``); an item's line is the
+  line its first character is on, its default id ``row-<position>`` (1-based);
 - one JSON document (``.json`` starting with ``{`` that is not one value per line), for the
   formats that allow it (``documents``): parsed whole, its line is 1;
-- CSV: records by their first line (a quoted cell may span lines), the header checked.
+- CSV: records by their first line (a quoted cell may span lines), the header checked;
+- Parquet (``.parquet``, for the formats that allow it): a batch of rows at a time, a
+  row's "line" its 1-based number. Needs pyarrow (``pip install 'ragbatch[parquet]'``).
 
-Every error names the file and the record's line (line 0: the file as a whole).
+Every error names the file and the record's line (line 0: the file as a whole). A line, an
+array item or a document longer than the line limit (:mod:`ragbatch.data.base`) is an error.
 """
 
 from __future__ import annotations
 
 import ast
 import csv
-import re
-from collections.abc import Callable, Iterator
+import io
+import itertools
+import tokenize
+from collections.abc import Iterator
 from contextlib import closing
 from itertools import chain
 from typing import Any
@@ -27,12 +33,23 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from ragbatch.core.errors import ConfigError
 from ragbatch.core.schema import Context, Row
-from ragbatch.data.jsonl import BOM, JSON_TYPES, DatasetReader, SeenIds, describe
+from ragbatch.data.arrays import array_items
+from ragbatch.data.base import (
+    JSON_TYPES,
+    FileReader,
+    Pieces,
+    SeenIds,
+    describe,
+    max_line_bytes,
+    too_long,
+    whole_lines,
+)
 
 FIELD_LIMIT = 1 << 26  # csv's default 128 KiB per cell is too small for a row's contexts
-# Outside strings: structure; inside: an escape pair (so \" does not end the string) or ".
-_TOKEN = re.compile(r'\\.|["{}\[\],]')
+
+_PARQUET_BATCH = 1024
 
 Lines = Iterator[tuple[int, str]]
 Records = Iterator[tuple[int, Any]]
@@ -47,64 +64,35 @@ def kind(value: object) -> str:
     return JSON_TYPES.get(type(value).__name__, type(value).__name__)
 
 
-def array_items(lines: Lines, error: Callable[[int, str], Exception]) -> Lines:
-    """The items of one top-level JSON array as ``(line, text)``, one at a time.
+_SKIP = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
 
-    ``lines`` are ``(number, text)`` with line ends kept; ``error(line, message)`` builds the
-    exception for a file that is not one array. Items are not parsed here: ``orjson`` does
-    that per item, so a bad item is reported at its own line.
-    """
-    depth, in_string, opened, closed, items = 0, False, False, False, 0
-    parts: list[tuple[int, str]] = []
-    number = 0
 
-    def item() -> tuple[int, str] | None:
-        text = "".join(part for _, part in parts)
-        line = next((n for n, part in parts if part.strip()), number)
-        parts.clear()
-        return (line, text) if text.strip() else None
-
-    for number, text in lines:
-        start = 0
-        for match in _TOKEN.finditer(text):
-            token = match.group()
-            if in_string:
-                in_string = token != '"'
-                continue
-            if closed or not opened:
-                if closed or token != "[" or text[: match.start()].strip():
-                    raise error(number, "expected one JSON array of objects")
-                opened, depth, start = True, 1, match.end()
-            elif token == '"':
-                in_string = True
-            elif token in "{[":
-                depth += 1
-            elif token in "}]":
-                depth -= 1
-                if depth == 0:
-                    parts.append((number, text[start : match.start()]))
-                    last = item()
-                    if last is not None:
-                        yield last
-                    elif items:
-                        raise error(number, "invalid JSON: a comma before the closing ]")
-                    closed, start = True, match.end()
-            elif depth == 1:  # a comma between items
-                parts.append((number, text[start : match.start()]))
-                found = item()
-                if found is None:
-                    raise error(number, "invalid JSON: an empty array item")
-                items += 1
-                yield found
-                start = match.end()
-        rest = text[start:]
-        if closed or not opened:
-            if rest.strip():
-                raise error(number, "expected one JSON array of objects")
-        else:
-            parts.append((number, rest))
-    if not closed:
-        raise error(number, "invalid JSON: the array is not closed")
+def literal_list(column: str, text: str, exc: Exception) -> Any:
+    """A list cell written by Python: pandas' list literal (``['a', 'b']``) or a numpy array's
+    repr, which has no commas (``['a' 'b']``, Hugging Face ``Dataset.to_csv``). Evaluated item
+    by item, so adjacent strings are never joined into one passage."""
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                  if t.type not in _SKIP]  # fmt: skip
+    except (tokenize.TokenError, SyntaxError):
+        tokens = []
+    inner = tokens[1:-1]
+    bracketed = len(tokens) >= 2 and tokens[0].string == "[" and tokens[-1].string == "]"
+    if bracketed and any(t.string == "..." for t in inner):
+        raise CellError(
+            f"column {column!r}: a numpy array printed with '...' (items left out); write the "
+            "file with to_json or to_parquet instead"
+        )
+    kinds = {t.type for t in inner}
+    if bracketed and inner and kinds <= {tokenize.STRING, tokenize.NUMBER} and len(kinds) == 1:
+        return [ast.literal_eval(t.string) for t in inner]  # a numpy repr: items by token
+    adjacent = any(a.type == b.type == tokenize.STRING for a, b in itertools.pairwise(tokens))
+    if adjacent:
+        raise CellError(f"column {column!r}: strings without a comma between them, not an array")
+    try:
+        return ast.literal_eval(text)  # pandas writes list cells as Python literals
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise CellError(f"column {column!r}: not a JSON array: {exc}") from None
 
 
 def cell(record: dict[str, Any], column: str, csv_cell: bool, want: type, optional: bool) -> Any:
@@ -119,10 +107,7 @@ def cell(record: dict[str, Any], column: str, csv_cell: bool, want: type, option
         try:
             value = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
-            try:
-                value = ast.literal_eval(value)  # pandas writes list cells as Python literals
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                raise CellError(f"column {column!r}: not a JSON array: {exc}") from None
+            value = literal_list(column, value, exc)
     if not isinstance(value, want):
         expected = "an array" if want is list else "a string"
         raise CellError(f"column {column!r}: expected {expected}, got {kind(value)}")
@@ -155,14 +140,17 @@ def parse_contexts(column: str, items: list[Any]) -> list[Context]:
     return contexts
 
 
-class RecordReader(DatasetReader):
-    """DatasetReader's bookkeeping over JSON or CSV records, with line numbers.
+class RecordReader(FileReader):
+    """FileReader's bookkeeping over JSON, CSV or Parquet records, with line numbers.
 
-    Subclasses set ``from_csv`` (or leave JSON), check a record's columns and build its row.
+    Subclasses set ``from_csv`` (or leave JSON), check a record's columns and build its row;
+    ``self.fallback_id`` is the id of a record without one (``row-<line>``, or
+    ``row-<position>`` for an array item or a Parquet row).
     """
 
     from_csv = False
     documents = False  # a .json file may be one document (parsed whole)
+    fallback_id = ""
 
     def _check_columns(self, line: int, columns: list[str]) -> None:
         raise NotImplementedError
@@ -171,17 +159,7 @@ class RecordReader(DatasetReader):
         raise NotImplementedError
 
     def _lines(self) -> Lines:
-        try:
-            handle = self.path.open("rb")
-        except OSError as exc:
-            raise self._error(0, f"cannot read dataset: {exc.strerror or exc}") from None
-        with handle:
-            for number, raw in enumerate(handle, start=1):
-                self._digest.update(raw)
-                try:
-                    yield number, (raw.removeprefix(BOM) if number == 1 else raw).decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise self._error(number, f"not valid UTF-8: {exc.reason}") from None
+        return self._text_lines()
 
     def _load(self, line: int, text: str) -> Any:
         try:
@@ -191,30 +169,47 @@ class RecordReader(DatasetReader):
 
     def _json_values(self) -> Records:
         """Every JSON value with its line: JSON lines, a JSON array's items, or a document."""
-        lines = self._lines()
-        for number, text in lines:  # noqa: B007 (used after the break)
-            if text.strip():
-                break
-        else:
-            return
-        head = chain([(number, text)], lines)
-        first = text.lstrip()
-        if self.path.suffix.lower() == ".json" and first.startswith("["):
-            for line, item in array_items(head, self._error):
-                yield line, self._load(line, item)
-            return
-        if self.path.suffix.lower() == ".json" and first.startswith("{"):
-            try:
-                orjson.loads(text)
-            except orjson.JSONDecodeError as exc:  # not one value per line: one document
-                if not self.documents:
-                    hint = "a .json dataset is JSON lines (one object a line) or one JSON array"
-                    raise self._error(number, f"invalid JSON: {exc} ({hint})") from None
-                yield number, self._load(number, "".join(part for _, part in head))
+        limit = max_line_bytes()
+        with self._open() as handle:
+            pieces = self._pieces(handle)
+            for number, text, ends in pieces:  # noqa: B007 (used after the break)
+                if text.strip():
+                    break
+            else:
                 return
-        for line, part in head:
-            if part.strip():
-                yield line, self._load(line, part)
+            head: Pieces = chain([(number, text, ends)], pieces)
+            suffix = self.path.suffix.lower()
+            if suffix == ".json" and text.lstrip().startswith("["):
+                items = array_items(((n, t) for n, t, _ in head), self._error, limit)
+                for position, (line, item) in enumerate(items, start=1):
+                    self.fallback_id = f"row-{position}"
+                    yield line, self._load(line, item)
+                return
+            lines = whole_lines(head, limit, self._error)
+            if suffix == ".json" and text.lstrip().startswith("{"):
+                number, first = next(lines)
+                try:
+                    orjson.loads(first)
+                except orjson.JSONDecodeError as exc:  # not one value per line: one document
+                    if not self.documents:
+                        hint = "a .json dataset is JSON lines (one object a line) or one JSON array"
+                        raise self._error(number, f"invalid JSON: {exc} ({hint})") from None
+                    yield number, self._load(number, self._document(first, lines, limit))
+                    return
+                lines = chain([(number, first)], lines)
+            for line, part in lines:
+                if part.strip():
+                    self.fallback_id = f"row-{line}"
+                    yield line, self._load(line, part)
+
+    def _document(self, first: str, lines: Lines, limit: int) -> str:
+        parts, size = [first], len(first)
+        for number, text in lines:
+            parts.append(text)
+            size += len(text)
+            if size > limit:
+                raise self._error(number, too_long(limit, "JSON document"))
+        return "".join(parts)
 
     def _json_records(self) -> Records:
         for line, data in self._json_values():
@@ -246,12 +241,42 @@ class RecordReader(DatasetReader):
                 found = f"found {len(record)} columns, the header has {len(header or ())}"
                 raise self._error(start, found)
             elif record and header:
+                self.fallback_id = f"row-{start}"
                 yield start, dict(zip(header, record, strict=True))
             start = reader.line_num + 1
         if header is None:
             raise self._error(0, "dataset is empty: no header row")
 
+    def _parquet(self) -> Records:
+        """Parquet rows as records (nulls dropped), a batch at a time; "line": the row number."""
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ConfigError(
+                "reading Parquet needs pyarrow: pip install 'ragbatch[parquet]'"
+            ) from None
+        with self._open() as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                self._digest.update(chunk)
+        line = 0
+        try:  # pyarrow's errors: ArrowInvalid is a ValueError, ArrowIOError an OSError
+            for batch in pq.ParquetFile(self.path).iter_batches(batch_size=_PARQUET_BATCH):
+                for record in batch.to_pylist():
+                    line += 1
+                    self.fallback_id = f"row-{line}"
+                    yield line, record
+        except (OSError, ValueError) as exc:
+            raise self._error(line, f"not a readable Parquet file: {exc}") from None
+
+    def _parquet_records(self) -> Records:
+        for line, data in self._parquet():
+            data = drop_nulls(data)
+            self._check_columns(line, list(data))
+            yield line, data
+
     def _records(self) -> Records:
+        if self.path.suffix.lower() == ".parquet":
+            return self._parquet_records()
         return self._csv_records() if self.from_csv else self._json_records()
 
     def __iter__(self) -> Iterator[Row]:
@@ -265,3 +290,14 @@ class RecordReader(DatasetReader):
                     raise self._error(line, describe(exc, ignore_hint=False)) from None
                 yield self._admit(row, line, ids)
         self._finish()
+
+
+def drop_nulls(value: Any) -> Any:
+    """``value`` with every null object member left out, at any depth: Arrow (Parquet, a
+    Hugging Face Dataset, a DataFrame of nested rows) gives every row every key of every
+    other row, null where it had none; those nulls mean absent."""
+    if isinstance(value, dict):
+        return {k: drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [drop_nulls(v) for v in value]
+    return value

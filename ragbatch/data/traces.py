@@ -6,12 +6,15 @@ A trace is its spans (Langfuse: observations) in file order. One row per trace:
   top-level observations, a partial export); the *retriever* the first
   span of kind ``RETRIEVER``; the *llm* the last span of kind ``LLM`` (the answer is
   generated last);
-- question: the retriever's input, else the trace's own (Langfuse), else the root's; answer:
-  the llm's output, else the trace's, else the root's (a trace with neither is an error
-  naming the trace);
-- contexts: the retriever's documents in rank order; a document's id is the context id
-  (else ``c<rank>``), its content the text, a string ``source`` in its metadata the source;
-  scores and other metadata are not judged and not kept;
+- only plain text is judged, never a JSON document (a provider's whole response, a
+  ``{"query": ..., "top_k": 3}`` input): a value is text when it is a string that is not
+  JSON, or JSON holding one string (``"..."``, ``{"question": "..."}``);
+- question: the retriever's input, else the trace's own (Langfuse), else the root's, else
+  the LLM's last user message; answer: the LLM's last assistant message, else its output,
+  else the trace's, else the root's (a trace with neither is an error naming the trace);
+- contexts: the retriever's documents in rank order; a document's id (or its metadata's
+  ``id``) is the context id (else ``c<rank>``), its content the text, a string ``source``
+  in its metadata the source; scores and other metadata are not judged and not kept;
 - id and traceId: the trace id; spans: the root, retriever and llm span ids.
 
 :func:`group_traces` groups a stream of spans by trace without holding the file: the spans
@@ -29,7 +32,7 @@ import orjson
 from pydantic import ValidationError
 
 from ragbatch.core.schema import Context, Row, Spans
-from ragbatch.data.jsonl import SeenIds, describe
+from ragbatch.data.base import SeenIds, describe
 from ragbatch.data.records import CellError, RecordReader, kind
 
 
@@ -55,6 +58,8 @@ class Span:
     input: str | None = None
     output: str | None = None
     documents: list[Document] = field(default_factory=list)
+    user_message: str | None = None  # an LLM span's last user message
+    assistant_message: str | None = None  # an LLM span's last assistant message
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,25 +72,28 @@ class Trace:
 
 
 def text_value(value: Any, mime_type: Any = None) -> str | None:
-    """An input/output value as text: strings as they are; JSON (by MIME type, or a value
-    that is not a string) unwrapped when it holds one string (``{"question": "..."}``)."""
+    """An input/output value as text, or None when it is not text.
+
+    A string is text unless it is JSON (by MIME type, or one that parses as a JSON object,
+    array or string); JSON is text only when it holds one string (``"..."``,
+    ``{"question": "..."}``). A JSON document (a provider response, a dict of parameters) is
+    never judged as text."""
     if value is None:
         return None
-    if isinstance(value, str) and mime_type != "application/json":
-        return value
     data = value
     if isinstance(value, str):
+        if mime_type != "application/json" and not value.lstrip().startswith(("{", "[", '"')):
+            return value
         try:
             data = orjson.loads(value)
         except orjson.JSONDecodeError:
             return value
     if isinstance(data, str):
         return data
-    if isinstance(data, dict):
-        texts = [v for v in data.values() if isinstance(v, str)]
-        if len(texts) == 1 and len(data) == 1:
-            return texts[0]
-    return value if isinstance(value, str) else orjson.dumps(value).decode()
+    if isinstance(data, dict) and len(data) == 1:
+        only = next(iter(data.values()))
+        return only if isinstance(only, str) else None
+    return None
 
 
 def document(rank: int, fields: dict[str, Any], where: str) -> Document:
@@ -105,6 +113,10 @@ def document(rank: int, fields: dict[str, Any], where: str) -> Document:
         except orjson.JSONDecodeError:
             metadata = None
     source = metadata.get("source") if isinstance(metadata, dict) else None
+    if doc_id in (None, "") and isinstance(metadata, dict):
+        doc_id = metadata.get("id")  # LangChain keeps a document's id in its metadata
+        if isinstance(doc_id, bool) or not isinstance(doc_id, str | int | None):
+            doc_id = None
     return Document(
         rank=rank,
         id=None if doc_id in (None, "") else str(doc_id),
@@ -145,13 +157,27 @@ def trace_row(trace: Trace) -> Row:
     retriever = next((s for s in trace.spans if s.kind == "RETRIEVER"), None)
     llm = next((s for s in reversed(trace.spans) if s.kind == "LLM"), None)
     question = _first(
-        retriever.input if retriever else None, trace.input, root.input if root else None
+        retriever.input if retriever else None,
+        trace.input,
+        root.input if root else None,
+        llm.user_message if llm else None,
     )
-    answer = _first(llm.output if llm else None, trace.output, root.output if root else None)
+    answer = _first(
+        llm.assistant_message if llm else None,
+        llm.output if llm else None,
+        trace.output,
+        root.output if root else None,
+    )
     if question is None:
-        raise CellError(f"trace {trace.id}: no question (no input on its RETRIEVER span or root)")
+        raise CellError(
+            f"trace {trace.id}: no plain-text question (no text input on its RETRIEVER span "
+            "or root, no user message on its LLM span)"
+        )
     if answer is None:
-        raise CellError(f"trace {trace.id}: no answer (no output on its LLM span or root)")
+        raise CellError(
+            f"trace {trace.id}: no plain-text answer (no assistant message or text output on "
+            "its LLM span, no text output on its root)"
+        )
     documents = sorted(retriever.documents, key=lambda d: d.rank) if retriever else []
     contexts = [
         Context(id=d.id or f"c{i}", text=d.content, source=d.source)

@@ -1,10 +1,10 @@
 """The diagnostic matrix: from a weak or regressed metric to where to look first (pure: no I/O).
 
-The first six entries are seed 004's table, word for word. Trace backward from the bad metric
+The first six entries are a published playbook's table, word for word (docs/semantics.md §3b). Trace backward from the bad metric
 to the pipeline layer that owns it and fix the upstream layer first: findings are ordered
 retrieval before generation (then in matrix order), so a report never sends anyone to patch
 the prompt while retrieval is broken. The last three entries are ragbatch's, written from the
-same seed's text on citation quality and abstention.
+same playbook's text on citation quality and abstention.
 
 Report metric names and paths map onto matrix entries by :func:`matrix_key` (for instance
 ``retrievalRanking.at.10.recall`` and ``hit`` → ``recall``; ``ndcg`` and ``mrr`` →
@@ -32,7 +32,7 @@ class Entry(Out):
     root_cause: str
     look_first: str
     higher_is_better: bool = True
-    source: Literal["seed-004", "ragbatch"] = "seed-004"
+    source: Literal["playbook", "ragbatch"] = "playbook"
 
 
 MATRIX: tuple[Entry, ...] = (

@@ -13,7 +13,7 @@ relevant documents (the expected documents plus every document graded > 0):
 - Recall@K = |relevant in top K| / |R| (relevant documents never retrieved count in |R|).
 - Precision@K = |relevant in top K| / K, the standard IR convention (trec_eval ``P_k``): a row
   with fewer than K documents is not rewarded for retrieving less.
-- Context Precision@K = Σ_{i=1..K} Precision@i · rel_i / |R| (seed 004's formula; rel_i is
+- Context Precision@K = Σ_{i=1..K} Precision@i · rel_i / |R| (docs/semantics.md §3a; rel_i is
   1 for a relevant document). With |R| as the denominator this is trec_eval's AP@K. It is 0
   when nothing is relevant.
 - Reciprocal rank = 1 / rank of the first relevant document over the whole ranking (0 if none);

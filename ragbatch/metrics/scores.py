@@ -1,6 +1,6 @@
 """Every metric of the report, computed exactly from compact per-row numbers (pure: no I/O).
 
-Formulas follow rag-semantics §4. ``safe(a, b)`` is a / b, or 0 when b is 0. Sums use
+Formulas follow docs/semantics.md §3. ``safe(a, b)`` is a / b, or 0 when b is 0. Sums use
 ``math.fsum`` (correctly rounded), so a metric does not depend on row order except where the
 definition itself does (the risk-coverage curve breaks confidence ties by row order).
 """

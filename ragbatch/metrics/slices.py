@@ -1,6 +1,6 @@
 """Slices: the key metrics per segment of the rows, flagging sharp drops (pure: no I/O).
 
-An aggregate can hide a regression in one segment (seed 004, "Eval Breakdown by Dimension").
+An aggregate can hide a regression in one segment (docs/semantics.md §3b).
 Each row gets slice keys: three built in, plus chosen metadata fields.
 
 - ``queryLength``: whitespace tokens of the question, "≤5", "6-14" (en dash) or "≥15".

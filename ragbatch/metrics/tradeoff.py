@@ -3,7 +3,7 @@
 For a sweep of two-sided thresholds (and the run's own policy) every successful row is
 re-diagnosed from its recorded probabilities, with no new calls, and the three modes are
 compared on identical rows: automatic coverage, end-to-end accuracy and per-label F1, cost and
-p50/p95 latency after fallback. This answers seed 000's question: how much judge traffic can Jev
+p50/p95 latency after fallback. This answers the question of docs/semantics.md §4: how much judge traffic can Jev
 resolve at an acceptable risk, and what does the fallback still cost?
 """
 
@@ -123,7 +123,7 @@ CURVE_NOTE = (
     "at symmetric thresholds (t, 1 - t): coverage = rows decided automatically / rows with "
     "answers, risk = wrong automatic diagnoses / labelled automatic rows. Showcase decides a "
     "later rule while an earlier one is still uncertain, so its risk does not fall with t; "
-    "guarded's does (rag-semantics 2a)."
+    "guarded's does (docs/semantics.md §2a)."
 )
 
 

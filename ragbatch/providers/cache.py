@@ -25,9 +25,10 @@ import anyio
 import orjson
 from pydantic import ValidationError
 
-from ragbatch.core.errors import ProviderError
+from ragbatch.core.errors import TOO_LARGE_KIND, ProviderError
 from ragbatch.core.provider import Call, Provider, Reply
-from ragbatch.core.wire import parse_reply, request_key
+from ragbatch.core.questions import RequestLimits, oversize_reason
+from ragbatch.core.wire import parse_reply, read_reply, request_key
 from ragbatch.providers.cache_lease import LeaseOp
 from ragbatch.providers.cache_store import ReplyCache, UnreadableEntry, open_store
 from ragbatch.providers.cache_writer import GroupCommit, GroupWriter
@@ -82,12 +83,9 @@ def entry_body(data: bytes, key: str | None = None) -> bytes:
     return body
 
 
-def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
-    """Parse and verify one entry (:func:`entry_body`, then the answers against the request);
-    ValueError when it cannot be trusted."""
-    reply = Reply.model_validate_json(entry_body(data, key))
-    # Re-check the stored answers against the request, as for a fresh reply.
-    wire = orjson.dumps(
+def _wire_bytes(reply: Reply) -> bytes:
+    """A stored reply as the service sent it (what :func:`parse_reply` checks)."""
+    return orjson.dumps(
         {
             "model": reply.model,
             "answers": {k: v.model_dump(mode="json") for k, v in reply.answers.items()},
@@ -97,8 +95,26 @@ def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
             },
         }
     )
-    parse_reply(call.request, wire)
+
+
+def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
+    """Parse and verify one entry (:func:`entry_body`, then the answers against the request);
+    ValueError when it cannot be trusted."""
+    reply = Reply.model_validate_json(entry_body(data, key))
+    # Re-check the stored answers against the request, as for a fresh reply.
+    parse_reply(call.request, _wire_bytes(reply))
     return reply
+
+
+def validate_entry(data: bytes, key: str | None = None) -> None:
+    """ValueError unless an entry can be trusted as far as is known without its request:
+    header and checksum (:func:`entry_body`), and every number in range as in a fresh reply
+    (``cache verify``'s check of each entry)."""
+    reply = Reply.model_validate_json(entry_body(data, key))
+    try:
+        read_reply(_wire_bytes(reply))
+    except ProviderError as exc:
+        raise ValueError(str(exc)) from None
 
 
 @dataclass
@@ -143,10 +159,17 @@ def read_raw(cache: ReplyCache, key: str, stats: CacheStats, warnings: list[str]
 class CachedProvider:
     """Wraps a provider: answers from the cache when it can, stores what it fetched."""
 
-    def __init__(self, inner: Provider, cache: ReplyCache | None, mode: CacheMode = "use") -> None:
+    def __init__(
+        self,
+        inner: Provider,
+        cache: ReplyCache | None,
+        mode: CacheMode = "use",
+        sizes: RequestLimits | None = None,
+    ) -> None:
         self.inner = inner
         self.cache = cache
         self.mode = mode
+        self.sizes = sizes  # a request over these is never sent, so never cached
         self.name = inner.name
         self.model = inner.model
         self.endpoint = inner.endpoint
@@ -203,6 +226,9 @@ class CachedProvider:
             return self._hit(hit)
         if self.mode == "offline":
             self.stats.misses += 1  # a miss all the same: the row fails instead of fetching
+            too_large = oversize_reason(call.request, self.sizes) if self.sizes else None
+            if too_large is not None:  # as in the live run: the replay's report is the same
+                raise ProviderError(too_large, kind=TOO_LARGE_KIND)
             raise ProviderError(
                 f"no cached reply for this request (cache key {key[:16]}…) and --offline is set",
                 kind="cache-miss",

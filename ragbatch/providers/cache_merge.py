@@ -1,15 +1,18 @@
-"""Merge reply caches: copy verified entries from several cache directories into one (file I/O).
+"""Merge reply caches: copy the entries of several cache directories into one (file I/O).
 
 Distributed runs give every worker its own cache directory (no SQLite lock shared across
 machines); :func:`merge_caches` folds them into one cache that an ``--offline`` replay can
-read. Each entry is checked before it is copied: the header line must be
-``{"format", "sha256", "key"}`` as written by :func:`ragbatch.providers.cache.encode_entry`, the body
-must match the checksum, and the header's key must equal the key the entry is stored under
-(an entry copied under another request's key is not trusted). Entries that fail are skipped
-and counted, never copied.
+read. A bad source leaves the target untouched:
 
-Every source is opened and checked before anything is copied: a bad second source fails the
-merge with the target untouched (not created when it did not exist), never half-merged.
+1. Every source is verified in full first, read-only, with the checks of ``cache verify``
+   (:func:`ragbatch.providers.cache_verify.verify_cache`: each entry's header, checksum and
+   key, unreadable rows, SQLite's integrity check). A source it calls damaged stops the merge
+   before anything is written (exit 2, naming the source and ``cache verify --repair``).
+2. A new target is built aside (``.<name>.merge-<pid>`` beside it) and renamed into place
+   when complete, so a failure or a ``kill -9`` leaves no target at all. An existing target
+   takes every new entry in ONE SQLite transaction: all of them or none, and other
+   processes using the target meanwhile (a run, a second merge) wait for the commit rather
+   than lose their writes to a swapped directory.
 
 A key already in the target is left as it is (the first source that holds a key wins, in the
 order given), so merging is deterministic and merging the same sources again copies nothing.
@@ -18,6 +21,8 @@ A target entry that is itself corrupt is replaced by a verified one. No network.
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,91 +31,99 @@ from pathlib import Path
 import diskcache
 
 from ragbatch.core.errors import CacheError, ConfigError
-from ragbatch.providers.cache import entry_body
 from ragbatch.providers.cache_store import (
     SQLITE_FAILURES,
-    ReplyCache,
+    damaged,
     open_store,
     store_batch,
     store_error,
 )
+from ragbatch.providers.cache_swap import finish_interrupted_swap, sync_tree
+from ragbatch.providers.cache_verify import check_entry, scan_entries, verify_cache
 
-# Entries written per SQLite transaction (one commit per entry is ~10x slower).
+# Entries handed to SQLite at a time (bounded memory; the whole merge is one transaction).
 _BATCH = 1000
 
 
 @dataclass(frozen=True)
 class MergeStats:
-    """What a merge did: entries read from the sources, copied, kept, skipped as corrupt."""
+    """What a merge did: entries read from the sources, copied, already in the target."""
 
     sources: int
     entries_read: int
     copied: int
     already_present: int
-    corrupt_skipped: int
 
 
-def is_valid_entry(key: object, value: object) -> bool:
-    """Whether ``value`` is an intact entry stored under ``key`` (header, checksum, key)."""
-    if not isinstance(key, str) or not isinstance(value, bytes):
-        return False
-    try:
-        entry_body(value, key)
-    except ValueError:
-        return False
-    return True
-
-
-@contextmanager
-def _open_source(directory: Path) -> Iterator[ReplyCache]:
-    """A source, read-only: merging never changes a byte of it."""
-    if not (directory / "cache.db").is_file():
-        raise CacheError(f"{directory} is not a cache directory (no cache.db); check the path")
-    store = ReplyCache(directory, read_only=True)
-    try:
-        yield store
-    finally:
-        store.close()
+def _verify_sources(sources: Sequence[Path]) -> None:
+    """Every source in full, before anything is written: CacheError for the first bad one."""
+    for source in sources:
+        result = verify_cache(source)
+        if result.is_damaged:
+            raise damaged(source, result.describe())
 
 
 @contextmanager
 def _open_target(directory: Path) -> Iterator[diskcache.Cache]:
-    """The target, read-write; a SQLite failure while merging is a CacheError (damaged)."""
+    """The target, read-write, inside one transaction (rolled back on any failure); a SQLite
+    failure while merging is a CacheError (damaged)."""
     store = open_store(directory)
     try:
-        yield store
+        with store.transact():
+            yield store
     except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
         raise store_error(directory, exc) from None
     finally:
         store.close()
 
 
+def _copy(sources: Sequence[Path], out: diskcache.Cache) -> MergeStats:
+    read = copied = present = 0
+    for source in sources:
+        with scan_entries(source) as entries:
+            pending: list[tuple[str, bytes]] = []
+            for status, key, value in entries:
+                read += 1
+                if status != "ok" or value is None:  # changed since it was verified
+                    raise damaged(source, f"entry {read} no longer checks out")
+                if key in out and check_entry(key, out.get(key)) == "ok":
+                    present += 1
+                    continue
+                pending.append((key, value))
+                if len(pending) >= _BATCH:
+                    copied += store_batch(out, pending)
+            copied += store_batch(out, pending)
+    return MergeStats(len(sources), read, copied, present)
+
+
+def _build_aside(sources: Sequence[Path], target: Path) -> MergeStats:
+    """A new target, built beside it and renamed into place once complete."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.merge-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        with _open_target(staging) as out:
+            stats = _copy(sources, out)
+        sync_tree(staging)
+        os.rename(staging, target)
+    except OSError as exc:
+        raise CacheError(
+            f"cannot create the merged cache {target}: {exc.strerror or exc}"
+        ) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return stats
+
+
 def merge_caches(sources: Sequence[Path], target: Path) -> MergeStats:
-    """Copy every verified entry of ``sources`` into ``target`` (created if missing)."""
-    resolved = {Path(s).resolve() for s in sources}
-    if Path(target).resolve() in resolved:
+    """Copy every entry of ``sources`` into ``target`` (created if missing): all or nothing."""
+    sources = [Path(s) for s in sources]
+    target = Path(target)
+    if target.resolve() in {s.resolve() for s in sources}:
         raise ConfigError(f"the merge target {target} is also a source; pick a new directory")
-    for source in sources:  # all of them first: a bad later source must not half-merge
-        with _open_source(Path(source)):
-            pass
-    read = copied = present = corrupt = 0
-    with _open_target(Path(target)) as out:
-        for source in sources:
-            with _open_source(Path(source)) as store:
-                pending: list[tuple[str, bytes]] = []
-                for key, value in store.entries():
-                    read += 1
-                    if not isinstance(key, str) or value is None:
-                        corrupt += 1
-                        continue
-                    if not is_valid_entry(key, value):
-                        corrupt += 1
-                        continue
-                    if key in out and is_valid_entry(key, out.get(key)):
-                        present += 1
-                        continue
-                    pending.append((key, value))
-                    if len(pending) >= _BATCH:
-                        copied += store_batch(out, pending)
-                copied += store_batch(out, pending)
-    return MergeStats(len(sources), read, copied, present, corrupt)
+    _verify_sources(sources)
+    finish_interrupted_swap(target)  # else a half-swapped target would look missing
+    if not target.exists():
+        return _build_aside(sources, target)
+    with _open_target(target) as out:
+        return _copy(sources, out)

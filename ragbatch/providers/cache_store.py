@@ -30,6 +30,7 @@ import diskcache
 
 from ragbatch.core.errors import CacheError
 from ragbatch.providers.cache_lease import LeaseOp, Leases
+from ragbatch.providers.cache_swap import finish_interrupted_swap
 
 # Far above any real cache: diskcache must never evict an entry to fit.
 SIZE_LIMIT = 2**40
@@ -72,7 +73,8 @@ def store_error(directory: Path, exc: BaseException) -> CacheError:
 
 def open_store(directory: Path) -> diskcache.Cache:
     """The diskcache store of a cache directory (created if missing); CacheError if it cannot
-    be opened."""
+    be opened. A repair that a killed process left half done is finished first."""
+    finish_interrupted_swap(directory)
     try:
         return diskcache.Cache(str(directory), size_limit=SIZE_LIMIT)
     except SQLITE_FAILURES as exc:
@@ -103,7 +105,13 @@ def store_batch(store: diskcache.Cache, entries: list[tuple[str, bytes]]) -> int
 
 
 def connect_read_only(directory: Path) -> sqlite3.Connection | None:
-    """A connection that never writes to the directory, or None when there is no cache.db."""
+    """A connection that never writes to the directory, or None when there is no cache.db.
+
+    A repair that a killed process left half done is finished first (it renames folders
+    beside the directory; no byte of the cache itself changes)."""
+    if directory.exists() and not directory.is_dir():  # as for a live run: not "no cache"
+        raise CacheError(f"cannot use cache directory {directory}: it is not a directory")
+    finish_interrupted_swap(directory)
     path = directory / DB_NAME
     if not path.is_file():
         return None

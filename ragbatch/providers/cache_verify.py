@@ -1,16 +1,19 @@
 """Check every entry of a cache directory, and rebuild a damaged one (file I/O).
 
 :func:`verify_cache` opens ``cache.db`` read-only (it never changes a byte) and reads it row
-by row: an entry is ``ok`` (header, checksum and key check out, as for a cache hit),
-``corrupt`` (readable, but not to be trusted: a run drops and refetches it) or ``unreadable``
-(SQLite cannot read the row: a damaged page). SQLite's own ``integrity_check`` covers the
-indexes (an index that lost a key hides an intact entry from a lookup) and free pages. When the table cannot be scanned from one end to the other, every rowid up to
-the highest one found is read on its own, so one damaged page costs only the rows on it.
+by row: an entry is ``ok`` (:func:`check_entry`: header, checksum and key check out, as for a
+cache hit), ``corrupt`` (readable, but not to be trusted: a run drops and refetches it) or
+``unreadable`` (SQLite cannot read the row: a damaged page). SQLite's own
+``integrity_check`` covers the indexes (an index that lost a key hides an intact entry from a
+lookup) and free pages. When the table cannot be scanned from one end to the other, every
+rowid up to the highest one found is read on its own, so one damaged page costs only the rows
+on it. ``cache merge`` applies the same checks to its sources (:func:`scan_entries`).
 
 :func:`repair_cache` copies the ``ok`` entries into a new store beside the directory and
-swaps it in; corrupt and unreadable entries are dropped (a rerun fetches them again). No other
-process may use the directory meanwhile. A database whose schema cannot be read at all is
-rebuilt empty.
+swaps it in (:func:`ragbatch.providers.cache_swap.swap_in`: journaled, so a crash between
+its renames is finished by whoever opens the directory next); corrupt and unreadable entries
+are dropped (a rerun fetches them again). No other process may use the directory meanwhile.
+A database whose schema cannot be read at all is rebuilt empty.
 """
 
 from __future__ import annotations
@@ -19,18 +22,21 @@ import os
 import shutil
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ragbatch.core.errors import CacheError
-from ragbatch.providers.cache import entry_body
+from ragbatch.providers.cache import validate_entry
 from ragbatch.providers.cache_store import (
     DB_NAME,
     connect_read_only,
+    damaged,
     open_store,
     read_value,
     store_batch,
 )
+from ragbatch.providers.cache_swap import finish_interrupted_swap, swap_in, sync_tree
 
 # What reading a damaged row raises (a lock or permission problem is not caught).
 _DAMAGE = (sqlite3.DatabaseError, UnicodeDecodeError)
@@ -52,6 +58,16 @@ class VerifyResult:
     def is_damaged(self) -> bool:
         return bool(self.corrupt or self.unreadable or self.problem)
 
+    def describe(self) -> str:
+        """``48 entries: 47 ok, 1 corrupt, 0 unreadable`` and SQLite's complaint, if any."""
+        text = (
+            f"{self.entries} entries: {self.ok} ok, {self.corrupt} corrupt, "
+            f"{self.unreadable} unreadable"
+        )
+        if not self.problem:
+            return text
+        return f"{text}; SQLite: {' '.join(self.problem.split())}"  # one line, for `error:`
+
 
 @dataclass(frozen=True)
 class RepairResult:
@@ -59,11 +75,13 @@ class RepairResult:
     dropped: int
 
 
-def _status(key: object, value: bytes | None) -> str:
+def check_entry(key: object, value: bytes | None) -> str:
+    """``ok`` or ``corrupt``: the one check of a stored entry that ``cache verify``, its
+    ``--repair`` and the sources of ``cache merge`` apply (extend it here, for all three)."""
     if not isinstance(key, str) or value is None:
         return "corrupt"
     try:
-        entry_body(value, key)
+        validate_entry(value, key)  # numbers out of range are corrupt, as in a fresh reply
     except ValueError:
         return "corrupt"
     return "ok"
@@ -107,7 +125,7 @@ def _entries(directory: Path, con: sqlite3.Connection) -> Iterator[tuple[str, st
             continue  # a gap in the rowids (deleted entries) when probing
         key, mode, filename, value = row
         data = read_value(directory, mode, filename, value)
-        yield _status(key, data), key if isinstance(key, str) else "", data
+        yield check_entry(key, data), key if isinstance(key, str) else "", data
     if not complete and not rowids:
         yield "unreadable", "", None
 
@@ -122,12 +140,26 @@ def _quick_check(con: sqlite3.Connection) -> str | None:
 
 def _connect(directory: Path) -> sqlite3.Connection | None:
     """A read-only connection, or None when the schema itself cannot be read."""
+    finish_interrupted_swap(directory)
     if not (directory / DB_NAME).is_file():
         raise CacheError(f"{directory} is not a cache directory (no {DB_NAME}); check the path")
     try:
         return connect_read_only(directory)
     except CacheError:
         return None
+
+
+@contextmanager
+def scan_entries(directory: Path) -> Iterator[Iterator[tuple[str, str, bytes | None]]]:
+    """(status, key, value) of every entry of ``directory``, read-only, as :func:`verify_cache`
+    reads them; CacheError when it is not a cache directory or its schema cannot be read."""
+    con = _connect(directory)
+    if con is None:
+        raise damaged(directory, "the database schema cannot be read")
+    try:
+        yield _entries(directory, con)
+    finally:
+        con.close()
 
 
 def verify_cache(directory: Path) -> VerifyResult:
@@ -169,14 +201,6 @@ def repair_cache(directory: Path) -> RepairResult:
         store.close()
         if con is not None:
             con.close()
-    old = directory.with_name(f".{directory.name}.damaged-{os.getpid()}")
-    try:
-        os.replace(directory, old)
-    except OSError as exc:
-        raise CacheError(
-            f"cannot replace {directory} by its repaired copy ({exc.strerror or exc}); the "
-            f"repaired copy is {staging}"
-        ) from None
-    os.replace(staging, directory)
-    shutil.rmtree(old, ignore_errors=True)
+    sync_tree(staging)  # complete on disk before the journal says so
+    swap_in(directory, staging, directory.with_name(f".{directory.name}.damaged-{os.getpid()}"))
     return RepairResult(kept, dropped)

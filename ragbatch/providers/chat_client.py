@@ -28,7 +28,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from ragbatch.core.errors import ProviderError, RateLimited, RunAborted
 from ragbatch.core.schema import TokenUsage
-from ragbatch.providers.apikey import Redactor, check_base_url, clean_key
+from ragbatch.providers.apikey import Redactor, check_base_url, clean_key, masked_json
 from ragbatch.providers.jev import (
     RETRY_STATUSES,
     THROTTLE_STATUSES,
@@ -154,6 +154,7 @@ class ChatClient:
         self, response: httpx.Response, estimate: int, epoch: int, latency_ms: float
     ) -> ChatReply:
         request_id, status = response.headers.get("x-request-id"), response.status_code
+        request_id = None if request_id is None else self.redact(request_id)
         if status != 200:
             self.limiter.settle(estimate, 0)
             message = self.redact(f"HTTP {status}: {error_message(response, self.redact)}")
@@ -197,6 +198,7 @@ class ChatClient:
             used = TokenUsage(input_tokens=cast(int, counts[0]), output_tokens=cast(int, counts[1]))
         self.limiter.settle(estimate, used.input_tokens)
         self.limiter.on_success()
+        content, model = masked_json(content, self.redact), self.redact(model)  # echoed keys
         return ChatReply(content, model, used, usage is None, latency_ms, request_id)
 
     async def aclose(self) -> None:

@@ -35,11 +35,11 @@ from tenacity import (
 )
 
 from ragbatch.core.errors import TOO_LARGE_KIND, ProviderError, RateLimited, RunAborted
-from ragbatch.core.provider import Call, Reply
+from ragbatch.core.provider import AttemptMeter, Call, Reply
 from ragbatch.core.questions import RequestLimits, estimate_input_tokens, oversize_reason
 from ragbatch.core.schema import TokenUsage
 from ragbatch.core.wire import parse_reply
-from ragbatch.providers.apikey import Redactor, check_base_url, clean_key
+from ragbatch.providers.apikey import Redactor, check_base_url, clean_key, masked_reply
 from ragbatch.providers.ratelimit import RateLimiter
 from ragbatch.providers.transport import HttpClient, LeanClient
 
@@ -174,6 +174,7 @@ class JevProvider:
         whole_call = getattr(self.client, "whole_call_s", None)
         self._attempt_scope = whole_call is None or whole_call > settings.attempt_timeout_s
         self.retries: Counter[str] = Counter()
+        self.meter: AttemptMeter | None = None  # hears of every attempt (the spending limit)
 
     def _wait(self, state: RetryCallState) -> float:
         # Exponential backoff with jitter, computed here: tenacity's wait_exponential_jitter
@@ -189,6 +190,19 @@ class JevProvider:
         return backoff
 
     async def _attempt(self, call: Call, estimate: int) -> tuple[Reply, float]:
+        meter = self.meter
+        if meter is None:
+            return await self._send(call, estimate)
+        reserved = meter.begin(call)  # may refuse (budget-exhausted): nothing is sent
+        try:
+            result = await self._send(call, estimate)
+        except BaseException as error:
+            meter.end(reserved, None, error)
+            raise
+        meter.end(reserved, result[0], None)
+        return result
+
+    async def _send(self, call: Call, estimate: int) -> tuple[Reply, float]:
         async with self.limiter.slot(estimate) as epoch:
             started = time.perf_counter()
             try:
@@ -272,6 +286,7 @@ class JevProvider:
             raise ProviderError(
                 self.redact(str(error)), kind=error.kind, request_id=request_id
             ) from None
+        wire = masked_reply(wire, self.redact)  # a server that echoes the key stores none
         self.limiter.settle(estimate, wire.usage.input_tokens)
         self.limiter.on_success()
         return Reply(
@@ -287,7 +302,8 @@ class JevProvider:
     def _preview(self, response: httpx.Response) -> str:
         kind = response.headers.get("content-type", "no content type").split(";")[0]
         start = self.redact(response.text)[:80].strip()
-        return f"{kind}, {len(response.content)} bytes" + (f": {start}" if start else "")
+        preview = f"{kind}, {len(response.content)} bytes" + (f": {start}" if start else "")
+        return self.redact(preview)  # the content type is the server's string too
 
     def _retrying(self, before_sleep: Callable[[RetryCallState], None]) -> AsyncRetrying:
         return AsyncRetrying(

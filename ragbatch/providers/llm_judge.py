@@ -6,7 +6,7 @@ retrieval before generation) and the row, through :class:`ChatClient` (OpenAI-co
 reply must be ``{"diagnosis": <one of DIAGNOSES>, "confidence": <finite number in [0, 1]>}``;
 anything else is a ``malformed-response`` ProviderError: a failed baseline row, never a pass.
 
-Bias mitigations (seed 004): the contexts are shown in an order shuffled by
+Bias mitigations (docs/semantics.md §7): the contexts are shown in an order shuffled by
 ``random.Random(f"{seed}:{row.id}")`` (position bias) and the answer is cut at ``answer_cap``
 characters with a marker (verbosity bias); the prompt says both, and
 :attr:`LlmJudge.mitigations` keeps, per row, the order shown and whether the answer was cut.

@@ -1,9 +1,9 @@
 """Row outcomes -> the three modes, their metrics and the report (pure: no I/O).
 
-Jev-only, baseline-only and the Jev -> baseline cascade are computed on the same rows. A
-failed Jev call is a failure in Jev-only and in the cascade (never routed ``auto``, never sent
-to the fallback as if it were uncertain); a row without a usable baseline verdict is a failure
-of the baseline mode, and of the cascade only when the cascade needed it.
+Jev-only, baseline-only and the Jev -> baseline cascade (docs/semantics.md §4) are computed
+on the same rows. A failed Jev call is a failure in Jev-only and in the cascade (never routed
+``auto``, never sent to the fallback as if it were uncertain); a row without a usable baseline
+verdict is a failure of the baseline mode, and of the cascade only when the cascade needed it.
 
 :class:`ReportBuilder` takes outcomes one at a time, in input order, and keeps counts, exact
 sums and compact columns rather than the outcomes, so a run of millions of rows summarizes in

@@ -7,11 +7,17 @@ lines (camelCase JSON as written); a row names its trace by ``traceId`` and its 
 
 - ``phoenix``: one span annotation per row on the trace's root span (else its LLM span):
   ``span_id``, ``name``, ``annotator_kind``, ``label``, ``score``, ``explanation``, ``metadata``
-  -- the columns Phoenix's span-annotation upload takes.
+  -- the columns of the client's ``log_span_annotations_dataframe`` -- and the same label,
+  score and explanation under ``result``, where the REST endpoint ``POST
+  /v1/span_annotations`` (``{"data": [...]}``) reads them (it ignores the flat ones).
 - ``langfuse``: two scores per row on the trace (and its root observation when known):
   ``<name>.diagnosis`` (``CATEGORICAL``, the label) and ``<name>.pass`` (``BOOLEAN``, 1 for
-  PASS) with ``traceId``, ``observationId``, ``name``, ``value``, ``dataType``, ``comment``
-  -- the body of Langfuse's score creation.
+  PASS) with ``id``, ``traceId``, ``observationId``, ``name``, ``value``, ``dataType``,
+  ``comment`` -- the body of Langfuse's score creation (3.x: one object a request; 5.x: a
+  JSON array of them). ``id`` is derived from the trace, observation, score name and report
+  version, so uploading the same scores again updates them instead of adding copies.
+
+Numbers in explanations and comments are rounded to 2 decimals (``confidence 0.81``).
 
 Rows that cannot be placed (no trace or span id) or have no verdict (Jev failed on them) are
 skipped and listed in :attr:`Export.skipped` with the reason, never dropped silently. Where
@@ -20,9 +26,12 @@ the fallback judge failed (e.g. no recorded baseline), Jev's own diagnosis is th
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from ragbatch.report.models import REPORT_VERSION
 
 ExportFormat = Literal["phoenix", "langfuse"]
 EXPORT_FORMATS: tuple[str, ...] = ("phoenix", "langfuse")
@@ -62,10 +71,20 @@ def fallback_error(row: Mapping[str, Any]) -> str | None:
     return str(error.get("kind")) if cascade.get("status") == "failed" and error else None
 
 
+def shown(value: Any) -> Any:
+    """A number as a person reads it in a comment (2 decimals); anything else as it is."""
+    if isinstance(value, float):
+        return round(value, 2)
+    return value
+
+
 def explanation_of(row: Mapping[str, Any], label: str, confidence: float, judge: str) -> str:
-    jev = f"Jev: {row.get('diagnosis')} (confidence {row.get('confidence')}, route {row.get('route')})"
+    jev = (
+        f"Jev: {row.get('diagnosis')} (confidence {shown(row.get('confidence'))}, "
+        f"route {row.get('route')})"
+    )
     if judge != "jev":
-        return f"{jev}; the fallback judge decided {label} (confidence {confidence})"
+        return f"{jev}; the fallback judge decided {label} (confidence {shown(confidence)})"
     failed = fallback_error(row)
     return f"{jev}; the fallback judge gave no verdict ({failed})" if failed else jev
 
@@ -98,15 +117,26 @@ def phoenix_annotation(row: Mapping[str, Any], name: str) -> dict[str, Any] | st
     if verdict is None:
         return "no verdict (the row failed)"
     label, confidence, judge = verdict
+    result = {
+        "label": label,
+        "score": 1.0 if label == PASS else 0.0,
+        "explanation": explanation_of(row, label, confidence, judge),
+    }
     return {
         "span_id": span_id,
         "name": name,
         "annotator_kind": "LLM",
-        "label": label,
-        "score": 1.0 if label == PASS else 0.0,
-        "explanation": explanation_of(row, label, confidence, judge),
+        **result,
+        "result": result,
         "metadata": {**metadata_of(row, judge), "confidence": confidence},
     }
+
+
+def score_id(trace_id: str, observation: str | None, name: str) -> str:
+    """A stable score id (UUID-shaped) for (trace, observation, score name, report version)."""
+    key = "\x00".join(("ragbatch", REPORT_VERSION, trace_id, observation or "", name))
+    h = hashlib.sha256(key.encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 def langfuse_scores(row: Mapping[str, Any], name: str) -> list[dict[str, Any]] | str:
@@ -121,11 +151,12 @@ def langfuse_scores(row: Mapping[str, Any], name: str) -> list[dict[str, Any]] |
     observation = (row.get("spans") or {}).get("root")
     comment = explanation_of(row, label, confidence, judge)
     common = {"traceId": trace_id, "observationId": observation}
+    diagnosis, passed = f"{name}.diagnosis", f"{name}.pass"
     return [
-        {**common, "name": f"{name}.diagnosis", "value": label, "dataType": "CATEGORICAL",
-         "comment": comment},
-        {**common, "name": f"{name}.pass", "value": 1 if label == PASS else 0,
-         "dataType": "BOOLEAN", "comment": comment},
+        {"id": score_id(trace_id, observation, diagnosis), **common, "name": diagnosis,
+         "value": label, "dataType": "CATEGORICAL", "comment": comment},
+        {"id": score_id(trace_id, observation, passed), **common, "name": passed,
+         "value": 1 if label == PASS else 0, "dataType": "BOOLEAN", "comment": comment},
     ]  # fmt: skip
 
 

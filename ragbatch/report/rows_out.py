@@ -17,14 +17,14 @@ from pathlib import Path
 
 import orjson
 
-from ragbatch.data.output import AtomicFile, atomic_file, temporary_of
+from ragbatch.files import AtomicFile, atomic_file, temporaries_of
 from ragbatch.report.models import RowResult
 
 
 class RowsWriter:
     """Appends each row's result as the runner hands it on (input order) and flushes, so a
-    crash leaves every row before it on disk (in :meth:`part_of` the path); the file appears
-    under its name at the end."""
+    crash leaves every row before it on disk (in a ``.<name>.<random>.part`` file beside it:
+    :meth:`leftovers_of`); the file appears under its name at the end."""
 
     SUFFIX = "part"
 
@@ -33,9 +33,9 @@ class RowsWriter:
         self._file = AtomicFile(path, self.SUFFIX)
 
     @classmethod
-    def part_of(cls, path: Path) -> Path:
-        """The file the rows of ``path`` are written to until it is complete."""
-        return temporary_of(path, cls.SUFFIX)
+    def leftovers_of(cls, path: Path) -> list[Path]:
+        """The unfinished rows files of ``path`` a killed writer left beside it."""
+        return temporaries_of(path, cls.SUFFIX)
 
     def write(self, result: RowResult, question: str) -> None:
         """One row's result as in the report's ``rows[]``, with its question after the id."""

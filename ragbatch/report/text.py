@@ -94,6 +94,21 @@ def _mode_line(name: str, mode: Mode) -> str:
     )
 
 
+def no_fallback_lines(report: Report) -> list[str]:
+    """Plain words for a run whose fallback judge never gave a verdict (e.g. an import with no
+    recorded baseline): the cascade figures then hold Jev's own decisions only."""
+    cascade, baseline = report.modes.cascade, report.modes.baseline
+    if cascade.fallback_rate == 0 or baseline.failures.count < baseline.rows:
+        return []
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(baseline.failures.by_kind.items()))
+    return [
+        f"  no fallback judge was available: every baseline call failed ({kinds}), so no "
+        "row was judged by the fallback;",
+        "    the cascade's accuracy covers only the rows Jev decided, and the rows it routed "
+        "to the fallback count as cascade failures",
+    ]
+
+
 def summary_text(report: Report, record: Mapping[str, Any] | None = None) -> str:
     """A short summary for the terminal: per-mode accuracy, fallback, failures, latency, cost;
     with the run ``record``, failed rows by kind with the first message and what to do."""
@@ -110,6 +125,7 @@ def summary_text(report: Report, record: Mapping[str, Any] | None = None) -> str
         f"({cascade.end_to_end.baseline_calls} rows sent to the baseline), "
         f"resolved by Jev {_pct(cascade.primary_resolved_rate)}, "
         f"Jev failures {_pct(cascade.primary_failure_rate)}",
+        *no_fallback_lines(report),
     ]
     if record is not None and record.get("failuresByKind"):
         cache = record.get("cache") or {}

@@ -24,12 +24,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragbatch.core.errors import ConfigError
-from ragbatch.run.job import JobConfig, JobResult
+from ragbatch.run.config import JobResult
+from ragbatch.run.options import RunOptions
 from ragbatch.run.workers import finish, run_shard_task, shard_config
 
 if TYPE_CHECKING:
@@ -63,28 +63,27 @@ def local_cluster(n_workers: int) -> Iterator[distributed.Client]:
         yield client
 
 
-def _task_config(config: JobConfig, k: int, shards: int, partial: Path, cache: Path) -> JobConfig:
+def _task_config(config: RunOptions, k: int, shards: int, partial: Path, cache: Path) -> RunOptions:
     # Absolute paths: a worker's working directory is not the client's concern.
     shard = shard_config(config, k, shards, partial)
-    return replace(
-        shard,
-        dataset=config.dataset.resolve(),
-        pricing=config.pricing.resolve(),
+    return shard.replace(
+        dataset=config.input.dataset.resolve(),
+        pricing=config.policy.pricing.resolve(),
         cache_dir=cache.resolve(),
-        progress="none",
+        quiet=True,
     )
 
 
 def run_on_dask(
-    config: JobConfig, shards: int, client: distributed.Client, cache_root: Path
+    config: RunOptions, shards: int, client: distributed.Client, cache_root: Path
 ) -> JobResult:
     """Run ``shards`` shard tasks on ``client``'s cluster and merge them into one report."""
     dd = _require_distributed()
     if shards < 1:
         raise ConfigError(f"shards must be at least 1, got {shards}")
-    if config.source is not None:
+    if config.input.source is not None:
         raise ConfigError("the Dask adapter reads a dataset file; in-memory row sources stay local")
-    if config.rows_out is not None:
+    if config.output.rows_out is not None:
         raise ConfigError("--rows-out is not supported with the Dask adapter")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ragbatch-dask-") as tmp:

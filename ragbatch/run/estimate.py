@@ -83,6 +83,35 @@ def requests_of(row: Row, model: str, claims: ClaimConfig | None) -> list[JevReq
     return requests
 
 
+def cached_input_tokens(
+    cache: ReplyCache | None, endpoint: str, request: JevRequest, row: Row
+) -> int | None:
+    """The input tokens the cached reply to ``request`` was billed, or None on a miss (a
+    corrupt entry is fetched again: a miss)."""
+    key = request_key(endpoint, request)
+    data = cache.get(key) if cache is not None else None
+    if data is None:
+        return None
+    try:
+        reply = decode_entry(data, Call(request=request, row=row), key)
+    except (ValueError, ValidationError, ProviderError):
+        return None
+    return reply.usage.input_tokens
+
+
+def accuracy_of(errors: list[float], estimated: int, actual: int) -> EstimatorAccuracy | None:
+    """How far the estimator was from the billed tokens of the cached calls (None: none)."""
+    if not errors:
+        return None
+    return EstimatorAccuracy(
+        compared_calls=len(errors),
+        estimated_tokens=estimated,
+        actual_tokens=actual,
+        total_relative_error=(estimated - actual) / actual,
+        mean_absolute_relative_error=math.fsum(errors) / len(errors),
+    )
+
+
 def estimate_run(
     rows: Iterable[Row],
     model: str,
@@ -101,21 +130,14 @@ def estimate_run(
         for request in requests_of(row, model, claims):
             calls += 1
             estimate = estimate_input_tokens(request)
-            key = request_key(endpoint, request)
-            data = cache.get(key) if cache is not None else None
-            if data is not None:
-                try:
-                    reply = decode_entry(data, Call(request=request, row=row), key)
-                except (ValueError, ValidationError, ProviderError):
-                    reply = None  # a corrupt entry will be fetched again: a miss
-                if reply is not None:
-                    hits += 1
-                    actual = reply.usage.input_tokens
-                    estimated_hits += estimate
-                    actual_hits += actual
-                    if actual:
-                        errors.append(abs(estimate - actual) / actual)
-                    continue
+            actual = cached_input_tokens(cache, endpoint, request, row)
+            if actual is not None:
+                hits += 1
+                estimated_hits += estimate
+                actual_hits += actual
+                if actual:
+                    errors.append(abs(estimate - actual) / actual)
+                continue
             too_large = oversize_reason(request, limits) if limits is not None else None
             if too_large is not None:
                 oversize.append(TooLarge(row=row.id, message=too_large))
@@ -128,15 +150,6 @@ def estimate_run(
         if price is not None
         else None
     )
-    accuracy = None
-    if errors:
-        accuracy = EstimatorAccuracy(
-            compared_calls=len(errors),
-            estimated_tokens=estimated_hits,
-            actual_tokens=actual_hits,
-            total_relative_error=(estimated_hits - actual_hits) / actual_hits,
-            mean_absolute_relative_error=math.fsum(errors) / len(errors),
-        )
     return Estimate(
         rows=n,
         calls=calls,
@@ -148,6 +161,6 @@ def estimate_run(
         pricing_version=pricing.version,
         model=model,
         method=METHOD,
-        accuracy=accuracy,
+        accuracy=accuracy_of(errors, estimated_hits, actual_hits),
         too_large=tuple(oversize),
     )

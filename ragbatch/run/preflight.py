@@ -1,5 +1,5 @@
-"""Checks of a run's options against its data, made before the first row is sent (reads the
-dataset only as far as it must).
+"""Checks of a run's options against its data and its output paths, made before the first row
+is sent (reads the dataset only as far as it must).
 
 - ``--slice-by FIELD`` when no row's metadata has FIELD: an error naming it and the fields the
   rows do have (one ``(none)`` slice would look like a result).
@@ -15,19 +15,22 @@ from typing import Any
 import orjson
 
 from ragbatch.core.errors import ConfigError
+from ragbatch.data.base import scan_lines
 from ragbatch.data.formats import open_dataset
+from ragbatch.files import check_output
 from ragbatch.metrics.slices import has_metadata_value, metadata_fields
-from ragbatch.run.config import JobConfig
+from ragbatch.report.html import require_html_extra
+from ragbatch.run.options import RunOptions
 
 LISTED_FIELDS = 20  # fields named in the error, at most
 
 
-def _metadata(config: JobConfig) -> Iterator[Mapping[str, Any] | None]:
+def _metadata(o: RunOptions) -> Iterator[Mapping[str, Any] | None]:
     """Each row's metadata: a light scan of a JSONL file, the reader for other formats."""
-    if config.format == "jsonl":
+    if o.input.format == "jsonl":
         try:
-            with config.dataset.open("rb") as handle:
-                for line in handle:
+            with o.input.dataset.open("rb") as handle:
+                for line in scan_lines(handle):
                     if line.strip():
                         data = orjson.loads(line.removeprefix(b"\xef\xbb\xbf"))
                         metadata = data.get("metadata") if isinstance(data, dict) else None
@@ -36,24 +39,24 @@ def _metadata(config: JobConfig) -> Iterator[Mapping[str, Any] | None]:
             return  # the reader reports it, with file and line
         return
     reader = open_dataset(
-        config.dataset,
-        config.format,
-        mapping=config.mapping,
-        outputs=config.outputs,
-        ignore_unknown_fields=config.ignore_unknown_fields,
+        o.input.dataset,
+        o.input.format,
+        mapping=o.input.mapping,
+        outputs=o.input.outputs,
+        ignore_unknown_fields=o.input.ignore_unknown_fields,
     )
     for row in reader:
         yield row.metadata
 
 
-def check_slice_fields(config: JobConfig) -> None:
+def check_slice_fields(o: RunOptions) -> None:
     """ConfigError (exit 2) when a ``--slice-by`` field has a value in no row; stops reading
     as soon as every field was seen."""
-    if not config.slice_by or config.source is not None:
+    if not o.metrics.slice_by or o.input.source is not None:
         return
-    missing = dict.fromkeys(config.slice_by)
+    missing = dict.fromkeys(o.metrics.slice_by)
     seen: set[str] = set()
-    for metadata in _metadata(config):
+    for metadata in _metadata(o):
         seen |= metadata_fields(metadata)
         for field in [f for f in missing if has_metadata_value(metadata, f)]:
             del missing[field]
@@ -64,17 +67,30 @@ def check_slice_fields(config: JobConfig) -> None:
     fields = ", ".join(missing)
     which = "this metadata field" if len(missing) == 1 else "these metadata fields"
     have = f"fields in the rows' metadata: {listed}" if names else "the rows carry no metadata"
-    raise ConfigError(f"--slice-by {fields}: no row of {config.dataset} has {which}; {have}")
+    raise ConfigError(f"--slice-by {fields}: no row of {o.input.dataset} has {which}; {have}")
 
 
-def option_warnings(config: JobConfig) -> list[str]:
+def option_warnings(o: RunOptions) -> list[str]:
     """Warnings about options that work but not as one would expect."""
     warnings = []
-    claims = config.groundedness == "claims"
-    if claims and config.claim_extractor == "sentences" and config.claim_evidence == "cited":
+    claims = o.claims.groundedness == "claims"
+    if claims and o.claims.claim_extractor == "sentences" and o.claims.claim_evidence == "cited":
         warnings.append(
             "--claim-extractor sentences does not parse citations, so with --claim-evidence "
             "cited every claim is a missing citation; use --claim-evidence context (every "
             "retrieved passage) or claims with citations (--claim-extractor provided)"
         )
     return warnings
+
+
+def check_outputs(o: RunOptions) -> None:
+    """Refuse, before anything is read or sent, an output that cannot be written (and --html
+    without the html extra: a base install must not find out after the whole run)."""
+    out = o.output
+    first = ("--partial-out", o.scale.partial_out) if o.scale.shard else ("--out", out.out)
+    for option, path in (first, ("--rows-out", out.rows_out), ("--run-record", out.run_record),
+                         ("--markdown", out.markdown), ("--html", out.html)):  # fmt: skip
+        if path is not None:
+            check_output(path, option)
+    if out.html is not None:
+        require_html_extra()

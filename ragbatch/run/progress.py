@@ -19,6 +19,7 @@ import anyio
 
 from ragbatch.core.outcome import RowOutcome
 from ragbatch.core.pricing import PricingSnapshot, total_cost
+from ragbatch.data.base import scan_lines
 
 
 @dataclass
@@ -131,6 +132,6 @@ def count_lines(path: str) -> int | None:
     """Non-blank lines of a file (the total for the progress display), or None if unreadable."""
     try:
         with open(path, "rb") as handle:
-            return sum(1 for line in handle if line.strip())
+            return sum(1 for line in scan_lines(handle) if line.strip())
     except OSError:
         return None

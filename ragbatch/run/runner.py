@@ -1,5 +1,5 @@
-"""Streams rows through concurrent provider calls: the task group of the evaluation (async I/O;
-``run.stop`` only adds a watcher beside it).
+"""Streams rows through concurrent provider calls: the task group of the rows (async I/O;
+``run.execute`` runs the progress display beside it, ``run.stop`` a signal watcher).
 
 Producer -> bounded memory object stream -> ``concurrency`` workers. Each worker asks Jev for
 one row (one request, every question), applies the policy and asks the baseline judge; outcomes
@@ -47,7 +47,8 @@ class RunConfig:
 
 
 class ErrorBudget:
-    """Aborts the run once the share of failed rows exceeds the budget."""
+    """The error budget (``--max-error-rate``): aborts the run once the share of failed
+    rows exceeds it (not the cost limit of ``--max-cost``, which is ``run.budget``)."""
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
@@ -59,13 +60,13 @@ class ErrorBudget:
         if outcome.failure is None:
             return
         self.failed += 1
-        budget = self.config.max_error_rate
-        if budget is None or self.done < self.config.error_budget_rows:
+        max_rate = self.config.max_error_rate
+        if max_rate is None or self.done < self.config.error_budget_rows:
             return
-        if self.failed / self.done > budget:
+        if self.failed / self.done > max_rate:
             raise RunAborted(
                 f"{self.failed} of {self.done} rows failed, over the error budget of "
-                f"{budget:.0%} (--max-error-rate); last error: {outcome.failure.kind}: "
+                f"{max_rate:.0%} (--max-error-rate); last error: {outcome.failure.kind}: "
                 f"{outcome.failure.message}"
             )
 
@@ -226,14 +227,14 @@ async def run_stream(
     memory does not grow with the number of rows. Returns the number of rows."""
     if config.concurrency < 1:
         raise ValueError("concurrency must be >= 1")
-    budget = ErrorBudget(config)
+    error_budget = ErrorBudget(config)
     ordered = InOrder(in_order, reorder_window(config.concurrency))
 
     async def worker(receive: MemoryObjectReceiveStream[tuple[int, int, Row]]) -> None:
         async with receive:
             async for position, index, row in receive:
                 jev = await judge_row(row, provider, config.thresholds, config.claims)
-                budget.record(jev)
+                error_budget.record(jev)
                 base = await baseline_row(row, baseline)
                 # the mock block has served its call: the outcome keeps what the report reads
                 kept = row.model_copy(update={"mock": None}) if row.mock is not None else row

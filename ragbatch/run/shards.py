@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ragbatch.core.errors import ConfigError, DatasetError
 from ragbatch.core.outcome import RowOutcome
-from ragbatch.data.output import atomic_file
+from ragbatch.data.base import scan_lines
+from ragbatch.files import atomic_file
 from ragbatch.report.builder import RunInfo
 
 PARTIAL_VERSION = 1
@@ -57,7 +58,7 @@ def count_shard_rows(path: Path, shard: tuple[int, int]) -> int | None:
     count = 0
     try:
         with path.open("rb") as handle:
-            for line in handle:
+            for line in scan_lines(handle):
                 if line.strip():
                     row_id = orjson.loads(line.removeprefix(b"\xef\xbb\xbf")).get("id")
                     count += isinstance(row_id, str) and shard_of(row_id, n) == k

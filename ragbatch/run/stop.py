@@ -1,11 +1,11 @@
 """Stopping a run from outside: SIGINT/SIGTERM, or a worker's parent process going away (I/O).
 
-:meth:`StopWatch.run` runs the evaluation next to a watcher; on a signal, or when the process
+:meth:`RunCanceller.run` runs the evaluation next to a watcher; on a signal, or when the process
 that started this worker is no longer its parent (``kill -9`` of ``ragbatch run --workers``, a
 cancelled CI job), the watcher cancels the evaluation: nothing more is sent, calls in flight are
-dropped, and the job's clean-up closes the provider and the cache as after a normal run. Every
-reply that arrived is already in the cache, so a rerun resumes and pays again only for the calls
-that were in flight.
+dropped, and the job's clean-up closes the provider and the cache as after a normal run. With the
+cache on, every reply that arrived is already in it, so a rerun resumes and pays again only for
+the calls that were in flight; :func:`interrupted_message` says which case a run is in.
 """
 
 from __future__ import annotations
@@ -24,8 +24,23 @@ from ragbatch.core.errors import Interrupted
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def interrupted_message(cause: str, cache: str | None) -> str:
+    """What an interrupted run tells the user after ``cause`` (ending in its punctuation):
+    ``cache`` is the directory finished replies were written to (None: nothing was cached,
+    e.g. --no-cache or the mock provider)."""
+    if cache is None:
+        return (
+            f"{cause} no report written; nothing was cached (no reply cache in this run), so "
+            "a rerun starts from the first row"
+        )
+    return (
+        f"{cause} no report written; every finished reply is in the cache ({cache}), rerun "
+        "the same command to resume"
+    )
+
+
 @dataclass
-class StopWatch:
+class RunCanceller:
     """What stops a run early: ``signals`` (handled only while the run is on) and, for a worker,
     the loss of its parent ``parent_pid`` (checked every ``poll_s`` seconds)."""
 
@@ -49,19 +64,15 @@ class StopWatch:
         return not finished
 
     def interrupted(self, rows_done: int, cache: str | None) -> Interrupted:
-        """The error that ends a run cut short after ``rows_done`` rows."""
-        where = f" ({cache})" if cache else ""
+        """The error that ends a run cut short after ``rows_done`` rows; ``cache``: the cache
+        directory replies were written to, if any."""
         signum: int = signal.SIGTERM if self.orphaned else (self.signum or signal.SIGINT)
         cause = (
             "its parent process went away"
             if self.orphaned
             else f"interrupted by {signal.Signals(signum).name}"
         )
-        return Interrupted(
-            f"{cause} after {rows_done} rows: no report written; every finished reply is in the "
-            f"cache{where}, rerun the same command to resume",
-            signum,
-        )
+        return Interrupted(interrupted_message(f"{cause} after {rows_done} rows:", cache), signum)
 
     async def _signals(
         self, scope: CancelScope, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED

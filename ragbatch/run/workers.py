@@ -29,50 +29,50 @@ import orjson
 
 from ragbatch.core.errors import EXIT_ABORTED, Interrupted, RagbatchError
 from ragbatch.data.formats import open_dataset
+from ragbatch.files import write_bytes
 from ragbatch.report.builder import summarize
 from ragbatch.report.models import report_bytes
 from ragbatch.report.rows_out import RowsWriter, merge_rows
+from ragbatch.run.calls import failures_of
+from ragbatch.run.config import JobResult
 from ragbatch.run.factory import jev_settings, load_pricing, spend_limit
-from ragbatch.run.job import (
-    JobConfig,
-    JobResult,
-    check_outputs,
-    failures_of,
-    run_job,
-    write_bytes,
-)
-from ragbatch.run.preflight import check_slice_fields, option_warnings
+from ragbatch.run.job import run_job
+from ragbatch.run.options import RunOptions
+from ragbatch.run.preflight import check_outputs, check_slice_fields, option_warnings
 from ragbatch.run.progress import count_lines
 from ragbatch.run.shards import merge_partials, shard_of
-from ragbatch.run.stop import SIGNALS, StopWatch
+from ragbatch.run.stop import SIGNALS, RunCanceller, interrupted_message
 
 
 def shard_config(
-    config: JobConfig, k: int, workers: int, partial: Path, rows: Path | None = None
-) -> JobConfig:
+    config: RunOptions, k: int, workers: int, partial: Path, rows: Path | None = None
+) -> RunOptions:
     """The options of worker k: its shard, its own files and its share of every budget."""
-    return replace(
-        config,
-        shard=(k, workers),
+    rate = config.rate
+    return config.replace(
+        shard=f"{k}/{workers}",
+        workers=1,
         partial_out=partial,
         rows_out=rows,
         out=None,
         run_record=None,
+        markdown=None,  # the parent writes the views of the merged report
+        html=None,
         max_report_rows=0,  # the shard's own report is not written: skip its rows
-        concurrency=max(1, math.ceil(config.concurrency / workers)),
-        max_rps=config.max_rps / workers if config.max_rps else None,
-        max_tokens_per_s=config.max_tokens_per_s / workers if config.max_tokens_per_s else None,
+        concurrency=max(1, math.ceil(rate.concurrency / workers)),
+        max_rps=rate.max_rps / workers if rate.max_rps else None,
+        max_tokens_per_s=rate.max_tokens_per_s / workers if rate.max_tokens_per_s else None,
     )
 
 
-def run_shard_task(config: JobConfig, stop: StopWatch | None = None) -> dict[str, Any]:
+def run_shard_task(config: RunOptions, stop: RunCanceller | None = None) -> dict[str, Any]:
     """One shard in a worker process or a Dask task: its partial goes to ``config.partial_out``.
 
     A RagbatchError comes back as data (raised again by :func:`finish`): some subclasses
     (``DatasetError(path, line, …)``) cannot be rebuilt by pickle from their message alone.
     """
     try:
-        result = run_job(config, stop=stop)
+        result = run_job(config, canceller=stop)
     except RagbatchError as exc:
         return {"error": str(exc), "kind": type(exc).__name__, "exitCode": exc.exit_code}
     record = result.record
@@ -85,7 +85,7 @@ def run_shard_task(config: JobConfig, stop: StopWatch | None = None) -> dict[str
 
 
 def finish(
-    config: JobConfig,
+    config: RunOptions,
     partials: list[Path],
     results: list[dict[str, Any]],
     started: float,
@@ -100,32 +100,44 @@ def finish(
             error.exit_code = done["exitCode"]
             raise error
     info, outcomes = merge_partials(partials)
-    if config.rows_out is not None and row_files is not None:
+    if config.output.rows_out is not None and row_files is not None:
         shards = len(row_files)
-        merge_rows(config.rows_out, row_files, (shard_of(o.row.id, shards) - 1 for o in outcomes))
+        merge_rows(
+            config.output.rows_out, row_files, (shard_of(o.row.id, shards) - 1 for o in outcomes)
+        )
     # the shards skipped their own rows[]; the merged report follows the caller's limit
-    report = summarize(outcomes, replace(info, max_report_rows=config.max_report_rows))
+    report = summarize(outcomes, replace(info, max_report_rows=config.output.max_report_rows))
     data = report_bytes(report)
-    if config.out is not None:
-        write_bytes(config.out, data)
+    if config.output.out is not None:
+        write_bytes(config.output.out, data)
     wall = time.perf_counter() - started
     rate = len(outcomes) / wall if wall > 0 else 0.0
     record = {"rows": len(outcomes), "wallSeconds": wall, "rowsPerSecond": rate, **facts}
     record["failuresByKind"] = failures_of(outcomes)
     record["shardRuns"] = results
-    if config.run_record is not None:
-        write_bytes(config.run_record, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
-    return JobResult(report, data, wall, rate, record)
+    if config.output.run_record is not None:
+        write_bytes(
+            config.output.run_record, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n"
+        )
+    html = config.output.html is not None  # the HTML view shows questions and answers
+    texts = {o.row.id: (o.row.question, o.row.answer) for o in outcomes if html}
+    return JobResult(report, data, wall, rate, record, texts)
 
 
-def worker_main(config: JobConfig, parent_pid: int, result: Path) -> None:
+def cache_written(config: RunOptions) -> str | None:
+    """The cache directory the workers' finished replies went to (None: no reply cache)."""
+    cached = config.jev.provider == "jev" and not config.cache.no_cache
+    return str(config.cache.cache_dir) if cached else None
+
+
+def worker_main(config: RunOptions, parent_pid: int, result: Path) -> None:
     """A worker process: run one shard and leave its outcome in ``result`` for the parent.
 
     Ctrl-C reaches the whole process group; only the parent acts on it (it sends each worker
     SIGTERM), so the workers ignore SIGINT. A worker whose parent dies stops by itself.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stop = StopWatch(signals=(signal.SIGTERM,), parent_pid=parent_pid)
+    stop = RunCanceller(signals=(signal.SIGTERM,), parent_pid=parent_pid)
     done = run_shard_task(config, stop)
     if not stop.orphaned:
         result.write_bytes(orjson.dumps(done))
@@ -146,7 +158,7 @@ def _lost(exitcode: int | None) -> dict[str, Any]:
     return {"error": message, "exitCode": 1}
 
 
-def run_processes(configs: list[JobConfig], results: list[Path]) -> list[dict[str, Any]]:
+def run_processes(configs: list[RunOptions], results: list[Path]) -> list[dict[str, Any]]:
     """Start one spawned process per config and wait for all of them.
 
     On SIGINT or SIGTERM the parent sends every worker SIGTERM (each stops sending, closes the
@@ -197,11 +209,8 @@ def run_processes(configs: list[JobConfig], results: list[Path]) -> list[dict[st
             signal.signal(signum, handler)
     if received:
         name = signal.Signals(received[0]).name
-        raise Interrupted(
-            f"interrupted by {name}: the workers stopped, no report written; every finished "
-            f"reply is in the cache ({configs[0].cache_dir}), rerun the same command to resume",
-            received[0],
-        )
+        cause = f"interrupted by {name}: the workers stopped,"
+        raise Interrupted(interrupted_message(cause, cache_written(configs[0])), received[0])
     return [
         orjson.loads(path.read_bytes()) if path.exists() else _lost(process.exitcode)
         for process, path in zip(processes, results, strict=True)
@@ -216,24 +225,25 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def dataset_rows(config: JobConfig) -> int | None:
+def dataset_rows(config: RunOptions) -> int | None:
     """Rows in the dataset (a JSONL file's non-blank lines; other formats are read), or None
     when unknown (the run itself reports a bad file)."""
-    if config.source is not None:
+    i = config.input
+    if i.source is not None:
         return None
-    if config.format == "jsonl":
-        return count_lines(str(config.dataset))
+    if i.format == "jsonl":
+        return count_lines(str(i.dataset))
     reader = open_dataset(
-        config.dataset,
-        config.format,
-        mapping=config.mapping,
-        outputs=config.outputs,
-        ignore_unknown_fields=config.ignore_unknown_fields,
+        i.dataset,
+        i.format,
+        mapping=i.mapping,
+        outputs=i.outputs,
+        ignore_unknown_fields=i.ignore_unknown_fields,
     )
     return sum(1 for _ in reader)
 
 
-def cap_workers(config: JobConfig, workers: int, warn: Callable[[str], None]) -> int:
+def cap_workers(config: RunOptions, workers: int, warn: Callable[[str], None]) -> int:
     """``workers``, at most one per row and one per core; ``warn`` says when it was capped
     (each process costs an interpreter start, and more than the cores only share them)."""
     rows, cores = dataset_rows(config), available_cores()
@@ -251,17 +261,17 @@ def cap_workers(config: JobConfig, workers: int, warn: Callable[[str], None]) ->
 
 
 def run_workers(
-    config: JobConfig, workers: int, warn: Callable[[str], None] | None = None
+    config: RunOptions, workers: int, warn: Callable[[str], None] | None = None
 ) -> JobResult:
     """Run ``workers`` shard processes (capped by :func:`cap_workers`) and merge their
     partials into one report; one process left runs the job in this one."""
     started = time.perf_counter()
     check_outputs(config)  # refused here, before any worker starts
-    spend_limit(config, load_pricing(config.pricing))
+    spend_limit(config, load_pricing(config.policy.pricing))
     say = warn or (lambda _: None)
     workers = cap_workers(config, workers, say)
     if workers == 1:
-        return run_job(config, say, stop=StopWatch())
+        return run_job(config, say, RunCanceller())
     jev_settings(config)  # a key that cannot be sent is refused before any worker starts
     check_slice_fields(config)  # before any worker starts (the workers' warnings go unheard)
     for warning in option_warnings(config):
@@ -271,7 +281,7 @@ def run_workers(
         partials = [Path(tmp) / f"part-{k}-of-{workers}.jsonl" for k in shards]
         # each worker streams its rows to its own file beside the final one (the same disk,
         # not a small /tmp); the parent interleaves them at the end and removes them
-        target = config.rows_out
+        target = config.output.rows_out
         rows = (
             [target.with_name(f".{target.name}.{k}-of-{workers}") for k in shards]
             if target
@@ -287,4 +297,5 @@ def run_workers(
         finally:
             for path in rows or ():  # a killed worker leaves its rows unfinished
                 path.unlink(missing_ok=True)
-                RowsWriter.part_of(path).unlink(missing_ok=True)
+                for part in RowsWriter.leftovers_of(path):
+                    part.unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""Human audit: the stratified sample and judge-human agreement (seed 004)."""
+"""Human audit: the stratified sample and judge-human agreement (docs/semantics.md §6)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from ragbatch.calibrate.audit import (
 )
 from ragbatch.cli.app import app
 from ragbatch.core.errors import ConfigError
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.jsonl import JsonlReader
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = json.loads((ROOT / "reports" / "expected-report.json").read_text(encoding="utf-8"))
@@ -272,7 +272,7 @@ def test_audit_sample_file_has_instructions_then_rows_to_label(tmp_path: Path) -
     assert list(first) == ["instructions"]
     assert first["instructions"].startswith("Label every line below this one. Read the question")
     assert "human.diagnosis" in first["instructions"] and "JUDGE_UNCERTAIN" in first["instructions"]
-    rows = {r.id: r for r in DatasetReader(dataset)}
+    rows = {r.id: r for r in JsonlReader(dataset)}
     assert len(lines) == 8
     for line in lines:
         source = rows[line["id"]]

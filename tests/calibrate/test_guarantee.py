@@ -57,7 +57,7 @@ def test_a_step_that_cannot_pass_is_skipped_not_a_stop() -> None:
     steps = chain((70, 0), (300, 6))
     assert [c.count.auto for c in graphical({"g": steps}, {"g": 0.05}, 0.05, None)] == [300]
     few = [replace(c, rows=400) for c in steps]
-    assert [c.count.auto for c in graphical({"g": few}, {"g": 0.05}, 0.05, None)][0] == 70
+    assert next(c.count.auto for c in graphical({"g": few}, {"g": 0.05}, 0.05, None)) == 70
 
 
 def test_an_exhausted_ladder_passes_its_alpha_on() -> None:

@@ -408,7 +408,7 @@ def test_matrix_keys_for_report_paths() -> None:
     assert matrix_key(GROUNDED) == "faithfulness"
     assert matrix_key("modes.jevOnly.claims.answerLevelAccuracy") == "citationQuality"
     assert matrix_key("modes.jevOnly.cost.usd") is None
-    assert [e.key for e in MATRIX if e.source == "seed-004"] == [
+    assert [e.key for e in MATRIX if e.source == "playbook"] == [
         "recall",
         "precision",
         "contextPrecision",

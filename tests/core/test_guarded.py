@@ -1,4 +1,4 @@
-"""Guarded routing (rag-semantics §2a): every rule fires, is ruled out, or stops the walk."""
+"""Guarded routing (docs/semantics.md §2a): every rule fires, is ruled out, or stops the walk."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Policy: the precedence table of rag-semantics §2, its boundaries and its invariants."""
+"""Policy: the precedence table of docs/semantics.md §2, its boundaries and its invariants."""
 
 from __future__ import annotations
 

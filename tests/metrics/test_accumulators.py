@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from ragbatch.core.claims import EXTRACTORS, MISSING_CITATION, VETO_RULE, is_veto, label_fails
 from ragbatch.core.outcome import RowOutcome
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.jsonl import JsonlReader
 from ragbatch.metrics import scores as m
 from ragbatch.metrics.answer_checks import (
     Abstention,
@@ -91,7 +91,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def outcomes(name: str) -> tuple[RowOutcome, ...]:
     """The mock run of ``datasets/<name>.jsonl`` (claim mode for the claims fixture)."""
     claims = ClaimConfig(EXTRACTORS["provided"], "cited") if name == "claims-fixture" else None
-    reader = DatasetReader(ROOT / "datasets" / f"{name}.jsonl")
+    reader = JsonlReader(ROOT / "datasets" / f"{name}.jsonl")
     config = RunConfig(concurrency=4, claims=claims)
     return tuple(anyio.run(run_batch, reader, MockProvider(), RecordedBaseline(), config))
 

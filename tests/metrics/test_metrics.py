@@ -1,4 +1,4 @@
-"""Metrics: hand-computed tables for every formula of rag-semantics §4, plus properties."""
+"""Metrics: hand-computed tables for every formula of docs/semantics.md §3, plus properties."""
 
 from __future__ import annotations
 

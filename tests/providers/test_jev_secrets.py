@@ -20,7 +20,7 @@ from ragbatch.core.errors import (
     ConfigError,
     RunAborted,
 )
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.jsonl import JsonlReader
 from ragbatch.providers.apikey import Redactor, check_base_url, clean_key
 from ragbatch.providers.llm_judge import LlmJudge
 from ragbatch.providers.ratelimit import RateLimiter
@@ -32,7 +32,7 @@ DATASET = ROOT / "datasets" / "rag-fixture.jsonl"
 PRICING = ROOT / "pricing" / "typesafe-2026-12.json"
 MODEL = "jev-1.13.0"
 SECRET = "sk-ragbatch-secret-5f0c2a"
-ROWS = list(DatasetReader(DATASET))
+ROWS = list(JsonlReader(DATASET))
 
 StartServer = Callable[..., JevServer]
 

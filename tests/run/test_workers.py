@@ -121,7 +121,8 @@ def wait_until(predicate: Callable[[], bool], limit_s: float) -> float:
 
 def assert_resumes(server: JevServer, tmp_path: Path, *extra: str) -> None:
     """After a stopped run: the rerun pays only for what is not in the cache, and finishes."""
-    time.sleep(0.2)  # replies the server was still writing to the stopped client get counted
+    # replies the server was still writing to the stopped client get counted first
+    wait_until(lambda: server.in_flight == 0, limit_s=30)
     answered, cached = server.successful, cached_entries(tmp_path)
     assert answered - cached <= CONCURRENCY  # only calls in flight were lost
     rerun = subprocess.run(live_command(server, tmp_path, *extra), cwd=ROOT, env=ENV,

@@ -1,5 +1,5 @@
-"""Seeds 002/004 extras end to end: source authority, counterfactuals, drift, YAML golden sets,
-trace links."""
+"""Golden-set extras end to end (docs/semantics.md §1a, §3a, §6): source authority,
+counterfactuals, drift, YAML golden sets, trace links."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from ragbatch.cli.app import app
 from ragbatch.core.questions import build_request
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data.jsonl import JsonlReader
 
 ROOT = Path(__file__).resolve().parent.parent
 PRICING = str(ROOT / "pricing/typesafe-2026-12.json")
@@ -33,7 +33,7 @@ def evaluate(tmp_path: Path, *args: str) -> dict[str, Any]:
 
 def test_authority_is_reported_apart_and_never_judged(tmp_path: Path) -> None:
     dataset = SAMPLES / "authority-sample.jsonl"
-    for row in DatasetReader(dataset):
+    for row in JsonlReader(dataset):
         assert b"authority" not in build_request(row, "m").body()
     report = evaluate(tmp_path, str(dataset))
     assert report["authority"]["supportedOnlyByLowAuthority"] == 1
@@ -57,7 +57,7 @@ def test_counterfactual_rows_report_refusals_next_to_the_originals(tmp_path: Pat
     cf = tmp_path / "cf.jsonl"
     code, text = run("counterfactual", str(golden), "--out", str(cf), "--keep-mock")
     assert code == 0 and "wrote 44 counterfactual rows" in text, text
-    rows = list(DatasetReader(cf))
+    rows = list(JsonlReader(cf))
     assert all(
         r.golden and r.golden.counterfactual_of and r.golden.expected_abstention for r in rows
     )
