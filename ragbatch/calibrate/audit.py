@@ -19,7 +19,8 @@ from typing import Any
 
 import orjson
 
-from ragbatch.calibrate.rules import JUDGMENTS, signals_of
+from ragbatch.calibrate.row_view import row_view, signals_from
+from ragbatch.calibrate.rules import JUDGMENTS
 from ragbatch.core.errors import ConfigError
 from ragbatch.core.schema import DIAGNOSES
 from ragbatch.metrics.scores import Out, safe
@@ -97,9 +98,10 @@ def audit_sample(
     if not 0.0 < rate <= 1.0:
         raise ConfigError(f"--rate must lie in (0, 1], got {rate}")
     strata: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for i, row in enumerate(rows):
-        if row.get("status") == "ok":
-            strata[(str(row.get("diagnosis")), str(row.get("route")))].append(i)
+    views = [row_view(row) for row in rows]
+    for i, view in enumerate(views):
+        if view.status == "ok":
+            strata[(str(view.diagnosis), str(view.route))].append(i)
     keys = sorted(strata)
     quotas = {key: rate * len(strata[key]) for key in keys}
     take = {key: min(len(strata[key]), max(1, math.floor(quotas[key]))) for key in keys}
@@ -116,7 +118,7 @@ def audit_sample(
     inclusion = {i: (key, take[key] / len(strata[key])) for key in keys for i in strata[key]}
     lines = []
     for i in chosen:
-        row_id = str(rows[i].get("id"))
+        row_id = str(views[i].id)
         if texts is not None and row_id not in texts:
             raise ConfigError(
                 f"row {row_id} of the report is not in the dataset; pass the dataset the report "
@@ -134,17 +136,18 @@ def sample_line(row: Mapping[str, Any], text: Mapping[str, Any] | None = None) -
     """One line to label: the row's question, contexts and answer (``text``), the row minus
     probabilities and labels, flat judgments, and empty ``human`` fields (``diagnosis``: one
     of the diagnoses; ``judgments``: true/false each)."""
-    signals = signals_of(row)
+    view = row_view(row)
+    signals = signals_from(view.id, view.retrieval, view.generation)
     judgments = {name: p for name, p in zip(JUDGMENTS, signals, strict=True) if p is not None}
-    retrieval: Mapping[str, Any] = row.get("retrieval") or {}
-    line: dict[str, Any] = {"id": row.get("id")}
-    if row.get("traceId") is not None:
-        line["traceId"] = row["traceId"]
+    line: dict[str, Any] = {"id": view.id}
+    if view.trace_id is not None:
+        line["traceId"] = view.trace_id
     if text is not None:
         line.update((k, text[k]) for k in TEXT_FIELDS)
     line.update((k, v) for k, v in row.items() if k not in _LEFT_OUT and k not in line)
     line["judgments"] = judgments
-    line["chunks"] = dict(retrieval.get("chunkRelevance") or {})  # per chunk; best in judgments
+    chunks = view.retrieval.chunk_relevance if view.retrieval is not None else {}
+    line["chunks"] = dict(chunks)  # per chunk; the best one is in judgments
     line["human"] = {"diagnosis": None, "judgments": dict.fromkeys(judgments)}
     return line
 
@@ -194,7 +197,8 @@ def agreement(
     not a known diagnosis or not a boolean, and when ``source`` (the labels file, named in
     the message) holds no human label on a row of the report: nothing to measure.
     """
-    by_id = {str(r.get("id")): r for r in rows if r.get("status") == "ok"}
+    views = [row_view(r) for r in rows]
+    by_id = {str(v.id): v for v in views if v.status == "ok"}
     pairs: list[tuple[str, str]] = []
     per: dict[str, list[bool]] = {name: [] for name in JUDGMENTS}
     unmatched: list[str] = []
@@ -213,11 +217,13 @@ def agreement(
         if said is not None and said not in DIAGNOSES:
             raise ConfigError(f"label {key}: human.diagnosis {said!r} is not one of {DIAGNOSES}")
         labelled_values += said is not None
-        if row.get("route") != "auto":
+        if row.route != "auto":
             fallback += 1
         elif said is not None:
-            pairs.append((str(row.get("diagnosis")), str(said)))
-        signals = dict(zip(JUDGMENTS, signals_of(row), strict=True))
+            pairs.append((str(row.diagnosis), str(said)))
+        signals = dict(
+            zip(JUDGMENTS, signals_from(row.id, row.retrieval, row.generation), strict=True)
+        )
         for name, truth in (human.get("judgments") or {}).items():
             if truth is None:
                 continue

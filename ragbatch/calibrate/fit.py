@@ -22,43 +22,42 @@ from typing import Any
 
 import orjson
 
-from ragbatch.calibrate.bounds import auroc, best_bound, max_errors, upper_bound
-from ragbatch.calibrate.guarantee import (
-    ASSUMPTION,
-    METHOD,
-    Candidate,
-    Certification,
-    best_symmetric,
-    certify,
-)
+from ragbatch.calibrate.advice import refusal
+from ragbatch.calibrate.bounds import auroc, upper_bound
+from ragbatch.calibrate.guarantee import Candidate, Certification, assumption, certify
+from ragbatch.calibrate.labelled import labelled
+from ragbatch.calibrate.ladder import count_one
 from ragbatch.calibrate.policy_file import (
+    FORMAT_VERSION,
     Fit,
     FittedOn,
     HeldOut,
     JudgmentFit,
     PolicyFile,
     ThresholdPair,
+    TieBlock,
     load_policy,
     policy_bytes,
     thresholds_of,
     with_version,
 )
+from ragbatch.calibrate.row_view import DatasetView, report_view
 from ragbatch.calibrate.rules import (
     BAND,
-    DECIDE,
     HIGH,
     JUDGMENTS,
     Pair,
     implied_labels,
     rediagnose,
-    signals_of,
     status,
-    tie_block,
+    tie_blocks,
+    tie_sentence,
     uniform,
 )
-from ragbatch.calibrate.search import Sample, count, fit
+from ragbatch.calibrate.search import Sample
 from ragbatch.core.errors import ConfigError
-from ragbatch.core.policy import ROUTINGS, Guarantee
+from ragbatch.core.policy import ROUTINGS, DiagnosisRisk, Guarantee
+from ragbatch.core.schema import DIAGNOSES
 from ragbatch.metrics.scores import safe
 
 __all__ = [
@@ -93,27 +92,22 @@ def calibrate(
     grid: Sequence[float] | None = None,
     *,
     routing: str = "auto",
-    dataset: Mapping[str, Any] | None = None,
+    dataset: Any = None,
     report_version: str | None = None,
+    per_diagnosis: Mapping[str, float] | None = None,
 ) -> PolicyFile:
     """Fit a policy to report rows; only ``status == "ok"`` rows with ``expected`` count.
 
-    ``routing`` is ``showcase``, ``guarded`` or ``auto`` (both are searched and the one that
-    certifies more held-out coverage is kept). The guarantee is Learn-then-Test on a seeded
-    half of the rows the search never saw (:mod:`ragbatch.calibrate.guarantee`).
-    ``dataset`` is the report's ``dataset`` block (name, sha256) and ``report_version`` its
-    ``reportVersion``; both are recorded in ``fittedOn``. ``grid``, when given, replaces the
-    candidate thresholds (the extremes 0 and 1 are always added).
+    ``routing`` is ``showcase``, ``guarded`` or ``auto`` (both, alpha shared between them). The
+    guarantee is fixed-sequence testing of ladders fixed in advance on every labelled row
+    (:mod:`ragbatch.calibrate.guarantee`). ``per_diagnosis`` maps automatic diagnoses to
+    their own targets, certified jointly with the pooled one. ``dataset`` is the report's
+    ``dataset`` block (name, sha256) and ``report_version`` its ``reportVersion``; both are
+    recorded in ``fittedOn``. ``grid``, when given, replaces the ladder's t values.
     """
-    _check_options(target_risk, confidence, folds, grid, routing)
-    used = [r for r in rows if r.get("status") == "ok" and r.get("expected") is not None]
-    for r in used:
-        if r.get("claimSummary") is not None:
-            raise ConfigError(
-                f"row {r.get('id')}: claim-mode rows cannot be calibrated yet (their "
-                "groundedness comes from claim verdicts); calibrate a basic-mode report"
-            )
-    samples = [Sample(signals_of(r), str(r["expected"])) for r in used]
+    _check_options(target_risk, confidence, folds, grid, routing, per_diagnosis)
+    used = labelled(rows)
+    samples = [Sample(r.signals, r.expected) for r in used]
     if len(samples) < MIN_LABELLED:
         raise ConfigError(
             f"only {len(samples)} labelled successful rows; calibration needs at least "
@@ -121,11 +115,9 @@ def calibrate(
         )
     if folds > len(samples):
         raise ConfigError(f"--folds {folds} exceeds the {len(samples)} labelled rows")
-    tie = tie_block([(x.signals, x.expected) for x in samples], target_risk)
-    area = auroc(
-        [float(r.get("confidence") or 0.0) for r in used],
-        [r.get("diagnosis") == r["expected"] for r in used],
-    )
+    blocks = tie_blocks([(x.signals, x.expected) for x in samples], target_risk)
+    tie = tie_sentence(blocks)
+    area = auroc([r.confidence for r in used], [r.diagnosis == r.expected for r in used])
     if area is not None and area < MIN_AUROC:
         raise ConfigError(
             f"the judge's row confidence barely ranks right above wrong verdicts (AUROC "
@@ -133,25 +125,18 @@ def calibrate(
             f"risk{tie}; improve the judge or its questions before calibrating"
         )
     routings = ROUTINGS if routing == "auto" else (routing,)
-    cert = certify(samples, target_risk, confidence, routings, seed, grid)
+    cert = certify(samples, target_risk, confidence, routings, seed, grid, per_diagnosis)
     chosen = cert.chosen
     if chosen is None:
-        raise ConfigError(_refusal(cert, target_risk, confidence, tie))
+        raise ConfigError(
+            refusal(samples, target_risk, confidence, routings, grid, per_diagnosis, tie)
+        )
     fitted = chosen.fitted
-    guarantee = Guarantee(
-        target_risk=target_risk,
-        confidence=confidence,
-        method=METHOD,
-        routing=chosen.routing,
-        coverage=safe(chosen.certify_auto, cert.certify_rows),
-        risk_upper_bound=upper_bound(chosen.certify_errors, chosen.certify_auto, confidence),
-        certified_on=cert.certify_rows,
-        auto_rows=chosen.certify_auto,
-        errors=chosen.certify_errors,
-        candidates_tested=len(cert.tested),
-        assumption=ASSUMPTION,
+    held_out = _cross_validate(
+        samples, chosen, target_risk, confidence, folds, seed, grid, per_diagnosis
     )
     return with_version(
+        format_version=FORMAT_VERSION,
         routing=chosen.routing,
         fail_threshold=fitted.fail,
         pass_threshold=fitted.pass_,
@@ -165,33 +150,52 @@ def calibrate(
         target_risk=target_risk,
         confidence=confidence,
         fitted_on=_fitted_on(rows, used, samples, dataset, report_version),
-        in_sample=_fit(cert.fit_rows, chosen.fit_auto, chosen.fit_errors, confidence),
-        held_out=_cross_validate(samples, chosen, target_risk, confidence, folds, seed, grid),
+        in_sample=_fit(chosen.rows, chosen.count.auto, chosen.count.errors, confidence),
+        held_out=held_out,
         judgments=_judgment_fits(samples, fitted.thresholds, confidence),
-        guarantee=guarantee,
+        guarantee=_guarantee(cert, chosen, target_risk, confidence, per_diagnosis),
+        tie_blocks=[
+            TieBlock(judgment=name, value=value, rows=n, errors=k, error_rate=k / n)
+            for name, value, n, k in blocks
+        ]
+        or None,
     )
 
 
-def _refusal(cert: Certification, target: float, confidence: float, tie: str) -> str:
-    """Why nothing was certified, with the best that was achievable and what to do."""
-    what = (
-        f"no thresholds meet target risk {target} at confidence {confidence}"
-        f" ({cert.fit_rows} rows to fit, {cert.certify_rows} held out to certify)"
-    )
-    advice = "; label more rows, relax --target-risk, or improve the judge"
-    bound, n, k = best_bound(cert.best_fit_min_errors, confidence)
-    best = (
-        f"on the fit rows the best achievable upper bound is {bound:.4f} ({k} wrong of {n} "
-        f"automatic rows, coverage {safe(n, cert.fit_rows):.3f})"
-    )
-    if not cert.tested:
-        return f"{what}: {best}{tie}{advice}"
-    first = cert.tested[0]
-    held = upper_bound(first.certify_errors, first.certify_auto, confidence)
-    return (
-        f"{what}: {best}; the first candidate tested ({first.routing} routing) had "
-        f"{first.certify_errors} wrong of {first.certify_auto} automatic held-out rows, upper "
-        f"bound {held:.4f}{tie}{advice}"
+def _guarantee(
+    cert: Certification,
+    chosen: Candidate,
+    target: float,
+    confidence: float,
+    per_diagnosis: Mapping[str, float] | None,
+) -> Guarantee:
+    """The certificate: the target as the bound, the observed figures as estimates."""
+    c, own = chosen.count, per_diagnosis or {}
+    risks = [
+        DiagnosisRisk(
+            diagnosis=d,
+            auto_rows=a,
+            errors=k,
+            estimated_risk=k / a,
+            target=own.get(d),
+            above_target=k / a > own.get(d, target),
+        )
+        for d, (a, k) in sorted(c.by_diagnosis.items(), key=lambda item: DIAGNOSES.index(item[0]))
+    ]
+    return Guarantee(
+        target_risk=target,
+        confidence=confidence,
+        method=chosen.method,
+        routing=chosen.routing,
+        certified_on=chosen.rows,
+        auto_rows=c.auto,
+        errors=c.errors,
+        estimated_coverage=safe(c.auto, chosen.rows),
+        coverage_lower_bound=1.0 - upper_bound(chosen.rows - c.auto, chosen.rows, confidence),
+        estimated_risk=safe(c.errors, c.auto),
+        candidates_tested=len(cert.tested),
+        per_diagnosis=risks,
+        assumption=assumption(bool(per_diagnosis)),
     )
 
 
@@ -203,18 +207,21 @@ def calibrate_report(
     seed: int = 0,
     grid: Sequence[float] | None = None,
     routing: str = "auto",
+    per_diagnosis: Mapping[str, float] | None = None,
 ) -> PolicyFile:
     """:func:`calibrate` on a parsed report (its rows, dataset block and version)."""
+    view = report_view(report)
     return calibrate(
-        report.get("rows") or [],
+        view.rows,
         target_risk,
         confidence,
         folds,
         seed,
         grid,
         routing=routing,
-        dataset=report.get("dataset"),
-        report_version=report.get("reportVersion"),
+        dataset=view.dataset,
+        report_version=view.report_version,
+        per_diagnosis=per_diagnosis,
     )
 
 
@@ -224,6 +231,7 @@ def _check_options(
     folds: int,
     grid: Sequence[float] | None,
     routing: str = "auto",
+    per_diagnosis: Mapping[str, float] | None = None,
 ) -> None:
     if routing not in ("auto", *ROUTINGS):
         raise ConfigError(f"--routing must be auto, showcase or guarded, got {routing!r}")
@@ -235,6 +243,14 @@ def _check_options(
         raise ConfigError(f"--folds must be at least 2, got {folds}")
     if grid is not None and any(not 0.0 <= g <= 1.0 for g in grid):
         raise ConfigError("every grid threshold must lie in [0, 1]")
+    for name, own in (per_diagnosis or {}).items():
+        if name not in DIAGNOSES or name == "JUDGE_UNCERTAIN":
+            raise ConfigError(
+                f"--per-diagnosis: {name!r} is not an automatic diagnosis; use one of "
+                f"{', '.join(d for d in DIAGNOSES if d != 'JUDGE_UNCERTAIN')}"
+            )
+        if not 0.0 < own < 1.0:
+            raise ConfigError(f"--per-diagnosis: {name}'s target must lie in (0, 1), got {own}")
 
 
 def _fit(rows: int, auto: int, errors: int, confidence: float) -> Fit:
@@ -256,37 +272,36 @@ def _cross_validate(
     folds: int,
     seed: int,
     grid: Sequence[float] | None,
+    per_diagnosis: Mapping[str, float] | None,
 ) -> HeldOut:
-    """k-fold CV of the chosen candidate's family: fit on k - 1 folds, count on the held-out
-    fold, pool the counts.
+    """k-fold CV of the whole procedure in the chosen routing: certify on k - 1 folds, count
+    the result on the held-out fold, pool the counts.
 
-    The family is the chosen routing with a symmetric pair (the best one of the training
-    part) or, when the chosen policy has per-judgment thresholds, the search's fit. A fold
-    whose training part admits no thresholds automates nothing on its held-out part (what
-    ``calibrate`` would do there: refuse, so every row goes to the fallback judge).
+    A fold whose training part certifies nothing automates nothing on its held-out part
+    (what ``calibrate`` would do there: refuse, so every row goes to the fallback judge).
     """
     order = list(range(len(samples)))
     random.Random(seed).shuffle(order)
-    rule = DECIDE[chosen.routing]
     auto = errors = 0
     for f in range(folds):
         held = set(order[f::folds])
         train = [s for i, s in enumerate(samples) if i not in held]
-        if chosen.fitted.refined:
-            kmax = max_errors(len(train), target, confidence)
-            fitted, _ = fit(train, kmax, grid, chosen.routing)
-        else:
-            fitted = best_symmetric(train, target, confidence, chosen.routing, grid)
-        if fitted is not None:
-            a, e = count([samples[i] for i in sorted(held)], fitted.thresholds, rule)
-            auto, errors = auto + a, errors + e
+        cert = certify(train, target, confidence, (chosen.routing,), seed, grid, per_diagnosis)
+        if cert.chosen is not None:
+            held_rows = [samples[i] for i in sorted(held)]
+            c = count_one(held_rows, cert.chosen.fitted.thresholds, chosen.routing)
+            auto, errors = auto + c.auto, errors + c.errors
     pooled = _fit(len(samples), auto, errors, confidence)
-    return HeldOut(
-        **pooled.model_dump(),
-        folds=folds,
-        seed=seed,
-        meets_target=pooled.risk_upper_bound <= target,
-    )
+    meets = pooled.risk_upper_bound <= target
+    note = None
+    if not meets:
+        note = (
+            f"cross-validation refits on {folds - 1} of {folds} folds and bounds the pooled "
+            "held-out errors of those refits; it checks the procedure, not this policy, and "
+            "its bound exceeding the target does not contradict the certificate (the "
+            "guarantee is the target, at the confidence, under its assumption)"
+        )
+    return HeldOut(**pooled.model_dump(), folds=folds, seed=seed, meets_target=meets, note=note)
 
 
 def _judgment_fits(
@@ -321,18 +336,19 @@ def _judgment_fits(
 
 def _fitted_on(
     rows: Sequence[Mapping[str, Any]],
-    used: Sequence[Mapping[str, Any]],
+    used: Sequence[Any],
     samples: Sequence[Sample],
-    dataset: Mapping[str, Any] | None,
+    dataset: Any,
     report_version: str | None,
 ) -> FittedOn:
     """What the policy was fitted on, with a hash of exactly the numbers the search saw."""
-    seen = [[r.get("id"), s.expected, list(s.signals)] for r, s in zip(used, samples, strict=True)]
+    seen = [[r.id, s.expected, list(s.signals)] for r, s in zip(used, samples, strict=True)]
     digest = hashlib.sha256(orjson.dumps(seen)).hexdigest()
-    info = dataset or {}
+    if isinstance(dataset, Mapping):  # a caller's own dataset block
+        dataset = DatasetView.model_validate(dataset)
     return FittedOn(
-        dataset_sha256=info.get("sha256"),
-        dataset_name=info.get("name"),
+        dataset_sha256=dataset.sha256 if dataset else None,
+        dataset_name=dataset.name if dataset else None,
         rows=len(rows),
         labelled_rows=len(samples),
         report_version=report_version,

@@ -4,6 +4,11 @@
 every other field, so a policy names exactly what it contains and a hand-edited file is
 rejected on load rather than silently used. Bytes in, bytes out: reading and writing the
 file is the CLI's job.
+
+``formatVersion`` 2 (this module) states the guarantee as its target with the observed
+figures as estimates, and records tie blocks; a format-1 file with a guarantee is refused on
+load with a request to regenerate it (its guarantee named an upper bound that was not one).
+Files from before the guarantee existed (no ``guarantee``) still load.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from ragbatch.core.errors import ConfigError
 from ragbatch.core.policy import Guarantee, Routing
 
 KIND: Literal["ragbatch-policy"] = "ragbatch-policy"
+FORMAT_VERSION = 2
 
 
 class _Model(BaseModel):
@@ -64,11 +70,26 @@ class Fit(_Model):
 
 
 class HeldOut(Fit):
-    """Cross-validated :class:`Fit`: counts pooled over the held-out folds."""
+    """Cross-validated :class:`Fit`: counts pooled over the held-out folds.
+
+    An estimate of refitting on part of the rows, not the certificate: ``note`` says why
+    it may disagree with the guarantee when it does.
+    """
 
     folds: int
     seed: int
     meets_target: bool
+    note: str | None = None
+
+
+class TieBlock(_Model):
+    """Rows whose answer on one judgment is exactly 0 or 1: no threshold separates them."""
+
+    judgment: str
+    value: float  # 0.0 or 1.0
+    rows: int
+    errors: int  # rows whose label says the opposite of the answer
+    error_rate: float
 
 
 class JudgmentFit(_Model):
@@ -87,18 +108,20 @@ class PolicyFile(_Model):
 
     version: str
     kind: Literal["ragbatch-policy"] = KIND
+    format_version: int | None = None  # absent in files of format 1
     routing: Routing = "showcase"  # absent in files written before routings existed
     fail_threshold: float
     pass_threshold: float
     per_judgment: dict[str, ThresholdPair]
     target_risk: float
     confidence: float
-    method: Literal["clopper-pearson"] = "clopper-pearson"
+    method: Literal["clopper-pearson"] | None = None  # format 1 only: the bound's name
     fitted_on: FittedOn
     in_sample: Fit
     held_out: HeldOut
     judgments: dict[str, JudgmentFit]
     guarantee: Guarantee | None = None  # absent in files written before Learn-then-Test
+    tie_blocks: list[TieBlock] | None = None  # format 2: blocks above the target, if any
 
     @model_validator(mode="after")
     def _valid(self) -> PolicyFile:
@@ -114,8 +137,9 @@ def _content(data: dict[str, Any]) -> bytes:
     # Files written before these fields existed hash without them, and still verify.
     if body.get("routing") == "showcase":
         del body["routing"]
-    if body.get("guarantee") is None:
-        body.pop("guarantee", None)
+    for optional in ("guarantee", "formatVersion", "method", "tieBlocks"):
+        if body.get(optional) is None:
+            body.pop(optional, None)
     return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
 
 
@@ -133,6 +157,9 @@ def with_version(**fields: Any) -> PolicyFile:
 def policy_bytes(policy: PolicyFile) -> bytes:
     """The policy as JSON: field order of the model, 2-space indent, trailing newline."""
     data = policy.model_dump(mode="json", by_alias=True)
+    for optional in ("method", "tieBlocks"):
+        if data.get(optional) is None:
+            data.pop(optional, None)
     return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
 
 
@@ -149,6 +176,11 @@ def load_policy(data: bytes, source: str) -> PolicyFile:
         raise ConfigError(f"{source}: not a policy file (invalid JSON: {e}); {redo}") from None
     if not isinstance(raw, dict) or raw.get("kind") != KIND:
         raise ConfigError(f'{source}: not a policy file (no "kind": "{KIND}"); {redo}')
+    if raw.get("guarantee") is not None and raw.get("formatVersion") is None:
+        raise ConfigError(
+            f"{source}: policy file of format 1, whose guarantee printed an upper bound that "
+            f"was not one; {redo} (format {FORMAT_VERSION})"
+        )
     try:
         policy = PolicyFile.model_validate(raw)
     except ValidationError as e:

@@ -15,18 +15,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ragbatch.calibrate.row_view import JUDGMENT_NAMES, row_view, signals_from
 from ragbatch.core.errors import ConfigError
 from ragbatch.core.schema import Diagnosis, Route
 
-JUDGMENTS: tuple[str, ...] = (
-    "chunkRelevance",  # the best chunk: max over the row's chunk relevances
-    "contextSufficiency",
-    "contextConflict",
-    "answerRelevance",
-    "groundedness",
-    "contradiction",
-    "correctness",  # reference rows only
-)
+JUDGMENTS: tuple[str, ...] = JUDGMENT_NAMES  # chunkRelevance: the best chunk; correctness:
+# reference rows only
 CHUNK, SUFFICIENCY, CONFLICT, RELEVANCE, GROUNDED, CONTRADICTION, CORRECTNESS = range(7)
 LOW, BAND, HIGH, ABSENT = range(4)
 
@@ -35,13 +29,6 @@ Signals = tuple[float | None, ...]
 Pair = tuple[float, float]
 MIN_TIE_BLOCK = 10
 
-_REQUIRED = (
-    ("retrieval", "sufficiency", SUFFICIENCY),
-    ("retrieval", "conflict", CONFLICT),
-    ("generation", "relevance", RELEVANCE),
-    ("generation", "groundedness", GROUNDED),
-    ("generation", "contradiction", CONTRADICTION),
-)
 # The value of each judgment that means "nothing wrong" (conflict and contradiction are bad
 # when true); an expected diagnosis implies these for every rule that precedes it.
 GOOD: dict[str, bool] = {
@@ -63,28 +50,14 @@ _RULES: tuple[tuple[Diagnosis, tuple[str, ...]], ...] = (
 )
 
 
-def signals_of(judgments: Mapping[str, Any]) -> Signals:
-    """The signals of a report row (or any mapping with ``retrieval``/``generation`` blocks).
+def signals_of(row: Mapping[str, Any]) -> Signals:
+    """The signals of a report row (or any mapping with ``retrieval``/``generation`` blocks),
+    read through the report's models (:mod:`ragbatch.calibrate.row_view`).
 
     Raises :class:`ConfigError` when a judgment every row is asked is missing.
     """
-    retrieval: Mapping[str, Any] = judgments.get("retrieval") or {}
-    generation: Mapping[str, Any] = judgments.get("generation") or {}
-    values: list[float | None] = [None] * len(JUDGMENTS)
-    chunks: Mapping[str, float] = retrieval.get("chunkRelevance") or {}
-    values[CHUNK] = max(chunks.values()) if chunks else None
-    for block, key, index in _REQUIRED:
-        value = (retrieval if block == "retrieval" else generation).get(key)
-        if value is None:
-            where = judgments.get("id", "?")
-            raise ConfigError(
-                f"row {where}: judgment {block}.{key} is missing; calibration needs every "
-                "judgment of successful rows (was the report produced by ragbatch run?)"
-            )
-        values[index] = float(value)
-    correctness = generation.get("correctness")
-    values[CORRECTNESS] = None if correctness is None else float(correctness)
-    return tuple(values)
+    view = row_view(row)
+    return signals_from(view.id, view.retrieval, view.generation)
 
 
 def status(p: float | None, pair: Pair) -> int:
@@ -219,79 +192,58 @@ def implied_labels(expected: str | None) -> dict[str, bool]:
     return labels  # PASS: every judgment on its good side
 
 
-def fixed_diagnosis(sig: Signals) -> tuple[Diagnosis, str] | None:
-    """The diagnosis a row gets under *every* valid thresholds, with why; else None.
+def judgment_label(name: str, expected: str, sig: Signals) -> bool | None:
+    """The truth of judgment ``name`` that the expected diagnosis implies (None: unknown).
 
-    With ``0 <= fail < pass <= 1``, p = 0 is always low and p = 1 always high, so a row whose
-    deciding answers sit exactly on 0 or 1 cannot be sent to the uncertain band by any
-    threshold: it is always decided automatically, right or wrong.
+    GENERATOR_UNGROUNDED does not say which of groundedness and contradiction failed; the
+    row's other answer settles it (a contradiction answered below 0.5 blames groundedness).
     """
-
-    def low(i: int) -> int:  # 1 always, 0 never, -1 depends on the thresholds
-        p = sig[i]
-        return 0 if p is None else 1 if p == 0.0 else 0 if p == 1.0 else -1
-
-    def high(i: int) -> int:
-        p = sig[i]
-        return 0 if p is None else 1 if p == 1.0 else 0 if p == 0.0 else -1
-
-    def grounded_rule() -> int:
-        a, b = low(GROUNDED), high(CONTRADICTION)
-        return 1 if 1 in (a, b) else 0 if a == b == 0 else -1
-
-    chunk = 1 if sig[CHUNK] is None else low(CHUNK)
-    rules: list[tuple[int, Diagnosis, str]] = [
-        (
-            high(CONFLICT),
-            "CONFLICTING_EVIDENCE",
-            f"share p = {sig[CONFLICT]} exactly on contextConflict",
-        ),
-        (chunk, "RETRIEVAL_MISS", _why(sig, CHUNK, "have no retrieved contexts")),
-        (low(SUFFICIENCY), "RETRIEVAL_INSUFFICIENT", _why(sig, SUFFICIENCY, "")),
-        (low(RELEVANCE), "ANSWER_IRRELEVANT", _why(sig, RELEVANCE, "")),
-        (grounded_rule(), "GENERATOR_UNGROUNDED", _grounded_why(sig)),
-        (low(CORRECTNESS), "ANSWER_INCORRECT", _why(sig, CORRECTNESS, "")),
-    ]
-    for state, diagnosis, why in rules:
-        if state == 1:
-            return diagnosis, why
-        if state == -1:
-            return None
-    if any(p is not None and 0.0 < p < 1.0 for p in sig):
-        return None
-    return "PASS", "answer exactly 0 or 1 on every judgment"
+    label = implied_labels(expected).get(name)
+    if label is None and expected == "GENERATOR_UNGROUNDED":
+        other = sig[CONTRADICTION] if name == "groundedness" else sig[GROUNDED]
+        if name == "groundedness" and other is not None and other < 0.5:
+            return False
+        if name == "contradiction" and other is not None and other >= 0.5:
+            return True
+    return label
 
 
-def tie_block(rows: Sequence[tuple[Signals, str]], target: float) -> str:
-    """A sentence naming the largest block of rows no threshold can separate, if it hurts.
+def tie_blocks(
+    rows: Sequence[tuple[Signals, str]], target: float
+) -> list[tuple[str, float, int, int]]:
+    """Blocks of answers exactly 0 or 1 on one judgment that disagree with their labels.
 
-    Answers of exactly 0 or 1 are always low or always high; rows decided by them are
-    automatic under any thresholds. A block of at least ``MIN_TIE_BLOCK`` such rows whose
-    error rate exceeds the target is reported.
+    Such answers are low or high under every valid threshold, so no threshold can send the
+    block to the fallback judge. Returns (judgment, value, rows with a label, wrong ones)
+    for every block of at least ``MIN_TIE_BLOCK`` labelled rows whose error rate exceeds the
+    target, largest first.
     """
-    blocks: Counter[str] = Counter()
-    wrong: Counter[str] = Counter()
+    size: Counter[tuple[str, float]] = Counter()
+    wrong: Counter[tuple[str, float]] = Counter()
     for sig, expected in rows:
-        fixed = fixed_diagnosis(sig)
-        if fixed is not None:
-            blocks[fixed[1]] += 1
-            wrong[fixed[1]] += fixed[0] != expected
-    for why, n in blocks.most_common():
-        if n >= MIN_TIE_BLOCK and wrong[why] / n > target:
-            return (
-                f"; {n} rows {why}, so no threshold can separate them: they are always "
-                f"decided automatically and {wrong[why]} of them ({wrong[why] / n:.0%}) "
-                "disagree with their labels"
-            )
-    return ""
+        for j, name in enumerate(JUDGMENTS):
+            p = sig[j]
+            if p not in (0.0, 1.0):
+                continue
+            label = judgment_label(name, expected, sig)
+            if label is None:
+                continue
+            assert p is not None
+            size[(name, p)] += 1
+            wrong[(name, p)] += label != (p == 1.0)
+    found = [
+        (name, value, n, wrong[(name, value)])
+        for (name, value), n in size.items()
+        if n >= MIN_TIE_BLOCK and wrong[(name, value)] > target * n
+    ]
+    return sorted(found, key=lambda b: (-b[2], b[0], b[1]))
 
 
-def _why(sig: Signals, index: int, absent: str) -> str:
-    p = sig[index]
-    return absent if p is None else f"share p = {p} exactly on {JUDGMENTS[index]}"
-
-
-def _grounded_why(sig: Signals) -> str:
-    if sig[GROUNDED] == 0.0:
-        return _why(sig, GROUNDED, "")
-    return _why(sig, CONTRADICTION, "")
+def tie_sentence(blocks: Sequence[tuple[str, float, int, int]]) -> str:
+    """One clause naming each tie block (empty when there is none)."""
+    return "".join(
+        f"; {n} labelled rows answer {name} = {value:g} exactly, so no threshold can separate "
+        f"them (they never go to the fallback judge), and {k} of them ({k / n:.0%}) disagree "
+        "with their labels"
+        for name, value, n, k in blocks
+    )

@@ -15,8 +15,8 @@ import typer
 from ragbatch.calibrate.audit import (
     agreement,
 )
-from ragbatch.calibrate.fit import calibrate_report
 from ragbatch.calibrate.policy_file import policy_bytes
+from ragbatch.calibrate.summary import calibrate_targets, summary
 from ragbatch.cli.cache_app import cache_app
 from ragbatch.compare.drift import distribution_drift, drift_markdown
 from ragbatch.compare.gate import (
@@ -198,50 +198,47 @@ def counterfactual_command(
 def calibrate_command(
     report: Annotated[Path, typer.Argument(help="A report with expected labels.")],
     target_risk: Annotated[
-        float, typer.Option(help="Most diagnosis error allowed among automatic rows.")
-    ] = 0.05,
+        list[float],
+        typer.Option(
+            help="Most diagnosis error allowed among automatic rows; repeat it for a table "
+            "of what each target certifies (the policy is the first one's)."
+        ),
+    ] = [0.05],  # noqa: B006  # typer reads the default; it is never mutated
     confidence: Annotated[float, typer.Option(help="Confidence of the guarantee.")] = 0.95,
     routing: Annotated[
         str,
         typer.Option(
-            help="Routing to search: 'auto' (both; keeps the one that certifies more "
-            "coverage), 'showcase' or 'guarded'."
+            help="Routing to search: 'auto' (both ladders, sharing the confidence), "
+            "'showcase' or 'guarded'."
         ),
     ] = "auto",
+    per_diagnosis: Annotated[
+        str | None,
+        typer.Option(
+            help="Also bound each automatic diagnosis: 'all' (each at --target-risk) or "
+            "e.g. 'PASS=0.05,RETRIEVAL_MISS=0.02'; certified jointly with the pooled target."
+        ),
+    ] = None,
     folds: Annotated[int, typer.Option(min=2, help="Cross-validation folds.")] = 5,
-    seed: Annotated[int, typer.Option(help="Seed of the fit/certify split and the folds.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the search split and the folds.")] = 0,
     out: Annotated[Path, typer.Option(help="Where to write the policy.")] = Path("policy.json"),
 ) -> None:
-    """Fit thresholds that automate the most rows with a held-out risk guarantee.
+    """Fit thresholds that automate the most rows with a risk guarantee.
 
-    Learn-then-Test: candidates are searched on a seeded half of the labelled rows and
-    certified, in a fixed order, on the other half; the policy guarantees that the diagnosis
-    error among automatic rows is at most --target-risk with --confidence, for rows
-    exchangeable with these. Refuses when the data cannot support the target.
+    Ladders of thresholds fixed in advance are tested in order on every labelled row
+    (fixed-sequence testing); the policy guarantees that the diagnosis error among
+    automatic rows is at most --target-risk with --confidence, for rows drawn i.i.d. like
+    these. Refuses when the data cannot support the target, saying what they can support.
     """
     try:
         check_outputs(("--out", out))
-        policy = calibrate_report(
-            read_report(report), target_risk, confidence, folds, seed, routing=routing
+        policy, table = calibrate_targets(
+            read_report(report), target_risk, confidence, folds, seed, routing, per_diagnosis
         )
         write_bytes(out, policy_bytes(policy))
     except RagbatchError as error:
         raise _fail(error) from None
-    ins, held, g = policy.in_sample, policy.held_out, policy.guarantee
-    assert g is not None  # calibrate always certifies what it writes
-    typer.echo(
-        f"policy {policy.version[:19]}… -> {out}: {policy.routing} routing, fail "
-        f"{policy.fail_threshold}, pass {policy.pass_threshold}, "
-        f"{len(policy.per_judgment)} per-judgment overrides\n"
-        f"  guarantee: at <= {g.target_risk:.0%} risk ({g.confidence:.0%} confidence) Jev "
-        f"decides {g.coverage:.1%} of rows automatically (certified on {g.certified_on} "
-        f"held-out rows: {g.errors} wrong of {g.auto_rows}, upper bound "
-        f"{g.risk_upper_bound:.2%}; {g.method}, {g.candidates_tested} candidates tested)\n"
-        f"  fit rows: coverage {ins.coverage:.1%}, risk {ins.risk:.2%}, upper bound "
-        f"{ins.risk_upper_bound:.2%}\n"
-        f"  cross-validated ({held.folds} folds): coverage {held.coverage:.1%}, risk "
-        f"{held.risk:.2%}, upper bound {held.risk_upper_bound:.2%}"
-    )
+    typer.echo(summary(policy, str(out), table))
 
 
 def agreement_command(

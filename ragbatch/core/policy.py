@@ -94,13 +94,31 @@ class Thresholds:
         return fail < p < pass_
 
 
-class Guarantee(BaseModel):
-    """What a calibrated policy guarantees, and on which rows it was certified.
+class DiagnosisRisk(BaseModel):
+    """One automatic diagnosis of a certified policy on the labelled rows it was tested on."""
 
-    With probability at least ``confidence`` (over the labelled rows drawn), the diagnosis
-    error rate of the rows the policy decides automatically is at most ``target_risk``, for
-    rows exchangeable with the labelled ones. ``coverage``, ``risk_upper_bound``, ``auto_rows``
-    and ``errors`` are measured on the ``certified_on`` held-out rows the search never saw.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+    diagnosis: Diagnosis
+    auto_rows: int
+    errors: int
+    estimated_risk: float  # errors / auto_rows: an estimate, not a bound
+    target: float | None = None  # its own guaranteed bound (calibrate --per-diagnosis)
+    above_target: bool  # the estimate exceeds its own target, or the pooled one
+
+
+class Guarantee(BaseModel):
+    """What a calibrated policy guarantees, and what was observed when it was certified.
+
+    The guarantee is ``target_risk`` itself: with probability at least ``confidence`` (over
+    the labelled rows drawn), the diagnosis error rate of the rows the policy decides
+    automatically is at most ``target_risk`` (and, per listed diagnosis, at most its own
+    ``target``), under ``assumption``. Everything else is an estimate on the
+    ``certified_on`` rows it was tested on: ``estimated_coverage`` (with its one-sided lower
+    bound at ``confidence``), ``estimated_risk``, ``auto_rows``, ``errors`` and the
+    per-diagnosis figures. ``method`` names the test that certified it.
     """
 
     model_config = ConfigDict(
@@ -111,12 +129,14 @@ class Guarantee(BaseModel):
     confidence: float
     method: str
     routing: Routing
-    coverage: float
-    risk_upper_bound: float
     certified_on: int
     auto_rows: int
     errors: int
+    estimated_coverage: float
+    coverage_lower_bound: float
+    estimated_risk: float
     candidates_tested: int
+    per_diagnosis: list[DiagnosisRisk]
     assumption: str
 
 

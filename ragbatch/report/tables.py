@@ -385,9 +385,9 @@ def guarantee_text(report: Report) -> str | None:
         f"{pct(auto / rows if rows else 0.0)} of rows automatically; the cascade then reaches "
         f"{pct(cascade.classification.accuracy)} accuracy at "
         f"{usd(cascade.cost.usd, report.pricing.currency)} and p95 "
-        f"{ms(cascade.latency.p95_ms)} ({g.routing} routing; {g.method} on "
-        f"{g.certified_on:,} held-out rows: coverage {pct(g.coverage)}, risk upper bound "
-        f"{pct(g.risk_upper_bound)}; assumes {g.assumption})."
+        f"{ms(cascade.latency.p95_ms)} ({g.routing} routing; certified by {g.method} on "
+        f"{g.certified_on:,} labelled rows, where the estimates were coverage "
+        f"{pct(g.estimated_coverage)} and risk {pct(g.estimated_risk)}; assumes {g.assumption})."
     )
 
 

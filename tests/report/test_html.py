@@ -493,9 +493,10 @@ def test_guarded_run_shows_both_routings_and_the_guarantee(tmp_path: Path) -> No
     assert "chart-routing-curves" in page.svg_in
     assert "guarantee" not in page.ids  # no calibrated policy: nothing is guaranteed
     g = Guarantee(
-        target_risk=0.05, confidence=0.95, method="learn-then-test", routing="guarded",
-        coverage=0.4, risk_upper_bound=0.04, certified_on=100, auto_rows=40, errors=0,
-        candidates_tested=3, assumption="rows the policy judges are exchangeable",
+        target_risk=0.05, confidence=0.95, method="fixed-sequence", routing="guarded",
+        certified_on=100, auto_rows=40, errors=0, estimated_coverage=0.4,
+        coverage_lower_bound=0.32, estimated_risk=0.0, candidates_tested=3, per_diagnosis=[],
+        assumption="rows the policy judges are i.i.d. draws",
     )  # fmt: skip
     promised = guarded.model_copy(
         update={"policy": guarded.policy.model_copy(update={"guarantee": g})}
