@@ -85,8 +85,8 @@ CAPTURE = """
 import orjson, sys
 sys.path.insert(0, {floor_dir!r})
 from floor_client import body_for
-from ragbatch.core.questions import build_request
-from ragbatch.data.jsonl import JsonlReader
+from ragbatch.core._questions import build_request
+from ragbatch.data._jsonl import JsonlReader
 raw = open({dataset!r}, "rb").read().splitlines()
 template = None
 for line, row in zip(raw, JsonlReader({dataset!r})):

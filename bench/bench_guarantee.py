@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 
 from bench.judges import SHAPES, UNCERTAIN, diagnose, draw, report_rows
-from ragbatch.calibrate.fit import calibrate_report
-from ragbatch.calibrate.ladder import STEPS
-from ragbatch.calibrate.policy_file import thresholds_of
-from ragbatch.calibrate.rules import JUDGMENTS
-from ragbatch.core.errors import ConfigError
+from ragbatch.calibrate._fit import calibrate_report
+from ragbatch.calibrate._ladder import STEPS
+from ragbatch.calibrate._policy_file import thresholds_of
+from ragbatch.calibrate._rules import JUDGMENTS
+from ragbatch.core._errors import ConfigError
 
 
 def evaluate(

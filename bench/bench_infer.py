@@ -29,8 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragbatch.calibrate.audit import audit_sample
-from ragbatch.metrics.ppi import Estimate, Labelled, Population, ppi_rate
+from ragbatch.calibrate._audit import audit_sample
+from ragbatch.metrics._ppi import Estimate, Labelled, Population, ppi_rate
 
 TRUE_SHARES = {
     "PASS": 0.60,

@@ -22,11 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.synth import write_dataset
-from ragbatch.core.questions import build_request
-from ragbatch.data.jsonl import JsonlReader
-from ragbatch.run.config import JobResult
-from ragbatch.run.job import run_job
-from ragbatch.run.options import RunOptions
+from ragbatch.core._questions import build_request
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.run._config import JobResult
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 from ragbatch.testing.jev_server import count_input_tokens
 
 ROOT = Path(__file__).resolve().parent.parent

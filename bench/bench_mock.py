@@ -17,9 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.synth import write_dataset
-from ragbatch.data.jsonl import JsonlReader
-from ragbatch.run.job import run_job
-from ragbatch.run.options import RunOptions
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 

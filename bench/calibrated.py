@@ -183,8 +183,8 @@ def report_rows(
 ) -> list[dict[str, Any]]:
     """The rows as a mock-provider report would hold them: Jev's answers, the verdict at the
     default thresholds and the expected diagnosis (what ``ragbatch calibrate`` reads)."""
-    from ragbatch.core.policy import Thresholds, diagnose
-    from ragbatch.core.schema import Judgments
+    from ragbatch.core._policy import Thresholds, diagnose
+    from ragbatch.core._schema import Judgments
 
     out = []
     for r in rows(n, seed, shape, prefix):

@@ -13,7 +13,7 @@ Four judge shapes, each a generator of (Jev answers, expected diagnosis) rows:
 
 The expected diagnosis follows from the labels by the precedence table (``docs/semantics.md``
 §2). :func:`diagnose` applies a policy to the arrays in both routings, agreeing with
-``ragbatch.calibrate.rules`` row for row (the bench checks it on a sample).
+``ragbatch.calibrate._rules`` row for row (the bench checks it on a sample).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench.calibrated import SHAPES as BETAS
-from ragbatch.calibrate.rules import (
+from ragbatch.calibrate._rules import (
     CHUNK,
     CONFLICT,
     CONTRADICTION,

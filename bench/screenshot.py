@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ragbatch.data.jsonl import JsonlReader
-from ragbatch.report.html import report_html
-from ragbatch.report.models import Report
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.report._html import report_html
+from ragbatch.report._models import Report
 
 WINDOW = "1400,2400"
 CHROMIUM_FLAGS = [

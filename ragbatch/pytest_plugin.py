@@ -5,8 +5,8 @@
 
 The ``ragbatch_gate`` fixture runs ``ragbatch gate`` (the same rules, paired tests and
 Markdown) on a report against a baseline, fails the test with the gate's Markdown when a rule
-regressed, and returns the :class:`~ragbatch.compare.gate.GateResult` when it passed. Reports
-are paths, parsed report JSON, typed :class:`~ragbatch.report.models.Report` objects or what
+regressed, and returns the :class:`~ragbatch.compare._gate.GateResult` when it passed. Reports
+are paths, parsed report JSON, typed :class:`~ragbatch.report._models.Report` objects or what
 ``ragbatch.evaluate`` returns. Loaded into every pytest run where ragbatch is installed, so
 it imports nothing heavy until the fixture is used.
 """
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from ragbatch.compare.gate import GateResult, Rule
+    from ragbatch.compare import GateResult, Rule
 
 ReportLike = str | PathLike[str] | Mapping[str, Any] | Any
 LabelsLike = str | PathLike[str] | Sequence[Mapping[str, Any]]
@@ -32,7 +32,7 @@ def report_data(report: ReportLike, what: str) -> Mapping[str, Any]:
     """A report as parsed JSON, whatever form it was given in; pytest.fail if unreadable."""
     import orjson
 
-    from ragbatch.report.models import Report
+    from ragbatch.report import Report
 
     report = getattr(report, "report", report)  # ragbatch.evaluate()'s result
     if isinstance(report, Report):
@@ -91,8 +91,8 @@ def run_gate(
     ``undecided="skip"``."""
     import orjson
 
-    from ragbatch.compare.gate import Rule, gate, gate_markdown, parse_rules
-    from ragbatch.core.errors import RagbatchError
+    from ragbatch.compare import Rule, gate, gate_markdown, parse_rules
+    from ragbatch.core import RagbatchError
 
     problem = unjudged(report_data(current, "report"))
     if problem is not None:
@@ -125,7 +125,7 @@ def run_gate(
 
 
 def _labels(given: LabelsLike) -> list[Mapping[str, Any]]:
-    from ragbatch.data.labels import read_labels
+    from ragbatch.data import read_labels
 
     if isinstance(given, str | PathLike):
         return list(read_labels(Path(given)))
@@ -141,10 +141,9 @@ def corrected_check(
     undecided: str,
 ) -> None:
     """The gate on corrected rates (see ``ragbatch gate --labels``); pytest.fail/skip."""
-    from ragbatch.compare.inference import infer, judge_failure_rates
-    from ragbatch.compare.inference_gate import corrected_gate, corrected_markdown
-    from ragbatch.core.errors import RagbatchError
-    from ragbatch.report.models import Report
+    from ragbatch.compare import corrected_gate, corrected_markdown, infer, judge_failure_rates
+    from ragbatch.core import RagbatchError
+    from ragbatch.report import Report
 
     problem: str | None = None
     try:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ragbatch.run.options import RunOptions
+from ragbatch.run._options import RunOptions
 from ragbatch.testing import JevServer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 
 import ragbatch
 from datasets import Dataset  # type: ignore[attr-defined]  # mypy sees the repo's datasets/ folder
-from ragbatch.api import API_OPTIONS, COLUMNS, check_options
-from ragbatch.cli.app import app
-from ragbatch.core.errors import ConfigError, DatasetError
-from ragbatch.report.models import RowResult
-from ragbatch.run.options import DEFAULTS, ENVIRONMENT, GROUP_OF, OPTION_NAMES
-from ragbatch.run.options import check_options as check_run
+from ragbatch._api import API_OPTIONS, COLUMNS, check_options
+from ragbatch.cli._app import app
+from ragbatch.core._errors import ConfigError, DatasetError
+from ragbatch.report._models import RowResult
+from ragbatch.run._options import DEFAULTS, ENVIRONMENT, GROUP_OF, OPTION_NAMES
+from ragbatch.run._options import check_options as check_run
 from ragbatch.testing import JevServer
 from ragbatch.testing.jev_server import Fault
 

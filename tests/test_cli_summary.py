@@ -10,10 +10,10 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.run import workers as worker_processes
-from ragbatch.run.options import RunOptions
-from ragbatch.run.shards import shard_of
+from ragbatch.cli._app import app
+from ragbatch.run import _workers as worker_processes
+from ragbatch.run._options import RunOptions
+from ragbatch.run._shards import shard_of
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "datasets/rag-fixture.jsonl"

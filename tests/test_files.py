@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ragbatch.core.errors import ConfigError
-from ragbatch.files import AtomicFile, atomic_file, temporaries_of, write_bytes
+from ragbatch._files import AtomicFile, atomic_file, temporaries_of, write_bytes
+from ragbatch.core._errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = ROOT / "datasets" / "rag-fixture.jsonl"

@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.core.questions import build_request
-from ragbatch.data.jsonl import JsonlReader
+from ragbatch.cli._app import app
+from ragbatch.core._questions import build_request
+from ragbatch.data._jsonl import JsonlReader
 
 ROOT = Path(__file__).resolve().parent.parent
 PRICING = str(ROOT / "pricing/typesafe-2026-12.json")

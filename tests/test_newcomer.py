@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ragbatch import __version__
-from ragbatch.cli.app import app
-from ragbatch.data.formats import open_dataset
+from ragbatch.cli._app import app
+from ragbatch.data._formats import open_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
+from ragbatch.cli._app import app
 from ragbatch.testing import JevServer
 from tests.conftest import JEV_KEY
 

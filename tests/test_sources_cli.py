@@ -10,7 +10,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
+from ragbatch.cli._app import app
 from ragbatch.testing import JevServer
 
 ROOT = Path(__file__).resolve().parent.parent

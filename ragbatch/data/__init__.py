@@ -7,7 +7,31 @@ columns (``mapped_csv``), JSON/CSV/Parquet records with line numbers (``records`
 tools' exports (``ragas``, ``deepeval``, and trace exports mapped by ``traces``:
 ``openinference``, ``langfuse``), hints for a file given in the wrong format (``hints``),
 golden-set YAML joined with outputs (``golden_yaml``), counterfactual rows
-(``counterfactual``) and the human labels file (``labels``). The output files every layer writes are ``ragbatch.files``.
+(``counterfactual``) and the human labels file (``labels``). The output files every layer writes are ``ragbatch._files``.
 
-Reads and writes files. May import ``core`` and ``ragbatch.files`` only.
+Reads and writes files. May import ``core`` and ``ragbatch._files`` only.
 """
+
+from __future__ import annotations
+
+# The front door: what other packages use (the modules behind it are private).
+from ragbatch.data._base import RowSource, scan_lines
+from ragbatch.data._counterfactual import write_counterfactuals
+from ragbatch.data._formats import open_dataset
+from ragbatch.data._hints import DEFAULT_DATASET
+from ragbatch.data._jsonl import JsonlReader, SeenIds, describe
+from ragbatch.data._labels import read_labels
+from ragbatch.data._records import drop_nulls
+
+__all__ = [
+    "DEFAULT_DATASET",
+    "JsonlReader",
+    "RowSource",
+    "SeenIds",
+    "describe",
+    "drop_nulls",
+    "open_dataset",
+    "read_labels",
+    "scan_lines",
+    "write_counterfactuals",
+]

@@ -7,5 +7,49 @@ the content-addressed reply cache (``cache``; its store, leases, group-committed
 verify and repair, and the journaled swap of a repaired directory: ``cache_*``), rate control
 (``ratelimit``) and API key checks and redaction (``apikey``).
 
-Does I/O (HTTP, SQLite files). May import ``core`` and ``ragbatch.files`` only.
+Does I/O (HTTP, SQLite files). May import ``core`` and ``ragbatch._files`` only.
 """
+
+from __future__ import annotations
+
+# The front door: what other packages use (the modules behind it are private).
+from ragbatch.providers._apikey import check_base_url, clean_key
+from ragbatch.providers._baseline import RecordedBaseline
+from ragbatch.providers._http_client import DEFAULT_MAX_RESPONSE_BYTES
+from ragbatch.providers._jev import (
+    DEFAULT_BASE_URL,
+    DEFAULT_MODEL,
+    ENDPOINT,
+    KEY_SOURCE,
+    MODEL_ALIASES,
+    JevProvider,
+    JevSettings,
+    OfflineJev,
+)
+from ragbatch.providers._lexical import LexicalBaseline
+from ragbatch.providers._llm_judge import API_KEY_ENV, ChatClient, LlmClaimExtractor, LlmJudge
+from ragbatch.providers._mock import MOCK_MODEL, MockProvider
+from ragbatch.providers._ratelimit import RateLimiter
+
+__all__ = [
+    "API_KEY_ENV",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_MODEL",
+    "ENDPOINT",
+    "KEY_SOURCE",
+    "MOCK_MODEL",
+    "MODEL_ALIASES",
+    "ChatClient",
+    "JevProvider",
+    "JevSettings",
+    "LexicalBaseline",
+    "LlmClaimExtractor",
+    "LlmJudge",
+    "MockProvider",
+    "OfflineJev",
+    "RateLimiter",
+    "RecordedBaseline",
+    "check_base_url",
+    "clean_key",
+]

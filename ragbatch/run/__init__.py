@@ -12,3 +12,44 @@ the Dask adapter (``dask``).
 Does I/O. May import every layer below it: ``calibrate``, ``compare``, ``report``,
 ``metrics``, ``data``, ``providers``, ``core``.
 """
+
+from __future__ import annotations
+
+# The front door: what other packages use (the modules behind it are private).
+from ragbatch.run._config import DEFAULT_CACHE, DEFAULT_DATASET, DEFAULT_PRICING, PRICING_NAME
+from ragbatch.run._dask import local_cluster, run_on_dask
+from ragbatch.run._factory import estimate_options
+from ragbatch.run._job import run, run_job, run_options_async
+from ragbatch.run._options import (
+    ENVIRONMENT,
+    GROUPS,
+    OPTION_NAMES,
+    PATH_OPTIONS,
+    RunOptions,
+    cli_fields,
+    spec_of,
+)
+from ragbatch.run._shards import merge_partials
+from ragbatch.run._stop import RunCanceller
+
+__all__ = [
+    "DEFAULT_CACHE",
+    "DEFAULT_DATASET",
+    "DEFAULT_PRICING",
+    "ENVIRONMENT",
+    "GROUPS",
+    "OPTION_NAMES",
+    "PATH_OPTIONS",
+    "PRICING_NAME",
+    "RunCanceller",
+    "RunOptions",
+    "cli_fields",
+    "estimate_options",
+    "local_cluster",
+    "merge_partials",
+    "run",
+    "run_job",
+    "run_on_dask",
+    "run_options_async",
+    "spec_of",
+]

@@ -17,13 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragbatch.core.questions import build_state, mock_answer
-from ragbatch.core.schema import Row
-from ragbatch.core.wire import canonical_json
-from ragbatch.data.jsonl import JsonlReader
-from ragbatch.run.config import DEFAULT_DATASET, DEFAULT_PRICING
-from ragbatch.run.job import run_job
-from ragbatch.run.options import RunOptions
+from ragbatch.core import Row, build_state, canonical_json, mock_answer
+from ragbatch.data import JsonlReader
+from ragbatch.run import DEFAULT_DATASET, DEFAULT_PRICING, RunOptions, run_job
 from ragbatch.testing.jev_server import AnswerFn, JevServer
 
 RELEASE = "jev-1.13.0"

@@ -11,7 +11,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.calibrate.audit import (
+from ragbatch.calibrate._audit import (
     agreement,
     audit_sample,
     cohen_kappa,
@@ -19,9 +19,9 @@ from ragbatch.calibrate.audit import (
     jsonl_bytes,
     row_texts,
 )
-from ragbatch.cli.app import app
-from ragbatch.core.errors import ConfigError
-from ragbatch.data.jsonl import JsonlReader
+from ragbatch.cli._app import app
+from ragbatch.core._errors import ConfigError
+from ragbatch.data._jsonl import JsonlReader
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = json.loads((ROOT / "reports" / "expected-report.json").read_text(encoding="utf-8"))

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbatch.calibrate.bounds import auroc, is_within, max_errors, upper_bound
-from ragbatch.calibrate.fit import (
+from ragbatch.calibrate._bounds import auroc, is_within, max_errors, upper_bound
+from ragbatch.calibrate._fit import (
     MIN_LABELLED,
     PolicyFile,
     calibrate,
@@ -25,12 +25,12 @@ from ragbatch.calibrate.fit import (
     thresholds_of,
     uniform,
 )
-from ragbatch.calibrate.refine import Sample, counts_over_move
-from ragbatch.calibrate.rules import JUDGMENTS, implied_labels, signals_of, statuses
-from ragbatch.calibrate.search import count, counts_over_pass
-from ragbatch.core.errors import ConfigError
-from ragbatch.core.policy import Thresholds, diagnose
-from ragbatch.core.schema import GenerationJudgments, Judgments, RetrievalJudgments
+from ragbatch.calibrate._refine import Sample, counts_over_move
+from ragbatch.calibrate._rules import JUDGMENTS, implied_labels, signals_of, statuses
+from ragbatch.calibrate._search import count, counts_over_pass
+from ragbatch.core._errors import ConfigError
+from ragbatch.core._policy import Thresholds, diagnose
+from ragbatch.core._schema import GenerationJudgments, Judgments, RetrievalJudgments
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = json.loads((ROOT / "reports" / "expected-report.json").read_text(encoding="utf-8"))

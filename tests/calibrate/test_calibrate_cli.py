@@ -9,9 +9,9 @@ import orjson
 from typer.testing import CliRunner
 
 from bench import calibrated
-from ragbatch.calibrate.bounds import upper_bound
-from ragbatch.calibrate.fit import calibrate, policy_bytes
-from ragbatch.cli.app import app
+from ragbatch.calibrate._bounds import upper_bound
+from ragbatch.calibrate._fit import calibrate, policy_bytes
+from ragbatch.cli._app import app
 from tests.calibrate.test_calibrate import synthetic
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,18 +9,18 @@ from typing import Any
 import orjson
 import pytest
 
-from ragbatch.calibrate.fit import calibrate
-from ragbatch.calibrate.guarantee import Candidate, graphical, ladder_shares, slack
-from ragbatch.calibrate.ladder import Count, count_one, pairs, tally, thresholds
-from ragbatch.calibrate.policy_file import load_policy, policy_bytes
-from ragbatch.calibrate.search import Fitted, Sample
-from ragbatch.calibrate.summary import calibrate_targets, per_diagnosis_targets, summary
-from ragbatch.core.errors import ConfigError
+from ragbatch.calibrate._fit import calibrate
+from ragbatch.calibrate._guarantee import Candidate, graphical, ladder_shares, slack
+from ragbatch.calibrate._ladder import Count, count_one, pairs, tally, thresholds
+from ragbatch.calibrate._policy_file import load_policy, policy_bytes
+from ragbatch.calibrate._search import Fitted, Sample
+from ragbatch.calibrate._summary import calibrate_targets, per_diagnosis_targets, summary
+from ragbatch.core._errors import ConfigError
 from tests.calibrate.test_calibrate import synthetic
 
 
 def samples(rows: list[dict[str, Any]]) -> list[Sample]:
-    from ragbatch.calibrate.labelled import labelled
+    from ragbatch.calibrate._labelled import labelled
 
     return [Sample(r.signals, r.expected) for r in labelled(rows)]
 

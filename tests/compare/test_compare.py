@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ragbatch.compare import gate as compare
-from ragbatch.compare.gate import (
+from ragbatch.compare import _gate as compare
+from ragbatch.compare._gate import (
     DEFAULT_RULES,
     Rule,
     binomial_two_sided,
@@ -23,8 +23,8 @@ from ragbatch.compare.gate import (
     parse_rules,
     row_outcomes,
 )
-from ragbatch.core.errors import EXIT_USAGE, ConfigError
-from ragbatch.metrics.diagnostic_matrix import MATRIX, diagnose_metrics, diagnose_names, matrix_key
+from ragbatch.core._errors import EXIT_USAGE, ConfigError
+from ragbatch.metrics._diagnostic_matrix import MATRIX, diagnose_metrics, diagnose_names, matrix_key
 
 GROUNDED = "modes.jevOnly.components.generation.groundedness.accuracy"
 

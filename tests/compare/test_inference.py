@@ -11,13 +11,13 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.calibrate.audit import audit_sample, instructions_line, jsonl_bytes, sample_header
-from ragbatch.cli.app import app
-from ragbatch.compare.inference import infer
-from ragbatch.core.errors import ConfigError
-from ragbatch.report.html import report_html
-from ragbatch.report.markdown import report_markdown
-from ragbatch.report.models import Report, report_bytes
+from ragbatch.calibrate._audit import audit_sample, instructions_line, jsonl_bytes, sample_header
+from ragbatch.cli._app import app
+from ragbatch.compare._inference import infer
+from ragbatch.core._errors import ConfigError
+from ragbatch.report._html import report_html
+from ragbatch.report._markdown import report_markdown
+from ragbatch.report._models import Report, report_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "reports/expected-report.json"
@@ -264,7 +264,7 @@ def test_gate_baseline_labels_need_labels(tmp_path: Path) -> None:
 
 
 def test_evaluation_infer_takes_a_labels_file_or_lines(tmp_path: Path) -> None:
-    from ragbatch.api import Evaluation
+    from ragbatch._api import Evaluation
 
     lines = labelled(0.3)
     evaluation = Evaluation(report=Report.model_validate(DATA))

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ragbatch.compare.gate import gate, gate_markdown
+from ragbatch.compare._gate import gate, gate_markdown
 from tests.compare.test_gate_cli import REPORT, regressed
 
 pytest_plugins = ("pytester",)
@@ -101,7 +101,7 @@ def test_reports_in_memory_rules_and_bad_input(project: pytest.Pytester) -> None
 
 
 def test_corrected_rates_pass_fail_and_undecided(project: pytest.Pytester) -> None:
-    from ragbatch.calibrate.audit import jsonl_bytes
+    from ragbatch.calibrate._audit import jsonl_bytes
     from tests.compare.test_inference import labelled
 
     (project.path / "all.jsonl").write_bytes(jsonl_bytes(labelled(1.0)))

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from ragbatch.core.errors import ProviderError
-from ragbatch.core.wire import (
+from ragbatch.core._errors import ProviderError
+from ragbatch.core._wire import (
     ChoiceAnswer,
     JevRequest,
     NoulAnswer,

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from ragbatch.core.errors import ConfigError, DatasetError
-from ragbatch.core.schema import Context, Golden, Row
-from ragbatch.data.formats import (
+from ragbatch.core._errors import ConfigError, DatasetError
+from ragbatch.core._schema import Context, Golden, Row
+from ragbatch.data._formats import (
     CsvReader,
     RagasReader,
     RowSource,
     open_dataset,
     parse_mapping,
 )
-from ragbatch.data.golden_yaml import GoldenYamlReader, expected_documents
-from ragbatch.data.jsonl import JsonlReader
+from ragbatch.data._golden_yaml import GoldenYamlReader, expected_documents
+from ragbatch.data._jsonl import JsonlReader
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "datasets/samples"

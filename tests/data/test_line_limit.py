@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ragbatch.core.errors import ConfigError, DatasetError
-from ragbatch.data.base import MAX_LINE_BYTES
-from ragbatch.data.formats import open_dataset
+from ragbatch.core._errors import ConfigError, DatasetError
+from ragbatch.data._base import MAX_LINE_BYTES
+from ragbatch.data._formats import open_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 CAP = 2000
@@ -92,7 +92,7 @@ def test_an_array_item_over_the_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_the_cap_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from ragbatch.data.base import max_line_bytes
+    from ragbatch.data._base import max_line_bytes
 
     monkeypatch.delenv("RAGBATCH_MAX_LINE_BYTES", raising=False)
     assert max_line_bytes() == MAX_LINE_BYTES == 64 << 20

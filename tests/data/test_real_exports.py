@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from ragbatch.core.schema import Row
-from ragbatch.data.formats import open_dataset
+from ragbatch.core._schema import Row
+from ragbatch.data._formats import open_dataset
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 sys.path.insert(0, str(REAL))
@@ -168,7 +168,7 @@ def test_langfuse_exports(name: str) -> None:
 # datasets 5.2.0: item 9 (Arrow fills missing nested keys with null)
 def test_a_hugging_face_dataset_of_ragbatch_rows() -> None:
     datasets = pytest.importorskip("datasets")
-    from ragbatch.api import records_of
+    from ragbatch._api import records_of
 
     dataset = datasets.Dataset.from_parquet(str(REAL / "datasets-ragbatch-rows.parquet"))
     found = records_of(dataset)
@@ -195,7 +195,7 @@ def test_a_hugging_face_dataset_of_ragbatch_rows() -> None:
     ],
 )
 def test_python_list_cells(cell_text: str, expected: Any) -> None:
-    from ragbatch.data.records import CellError, cell
+    from ragbatch.data._records import CellError, cell
 
     record = {"ctx": cell_text}
     if isinstance(expected, list):

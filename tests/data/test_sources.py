@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ragbatch.core.errors import ConfigError, DatasetError
-from ragbatch.core.schema import Golden, Row, Spans
-from ragbatch.data.formats import RowSource, open_dataset
-from ragbatch.data.ragas import RagasReader
+from ragbatch.core._errors import ConfigError, DatasetError
+from ragbatch.core._schema import Golden, Row, Spans
+from ragbatch.data._formats import RowSource, open_dataset
+from ragbatch.data._ragas import RagasReader
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "datasets/samples"

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbatch.core.pricing import PricingSnapshot, parse_pricing, total_cost
-from ragbatch.metrics import scores as m
+from ragbatch.core._pricing import PricingSnapshot, parse_pricing, total_cost
+from ragbatch.metrics import _scores as m
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = ROOT / "pricing" / "typesafe-2026-12.json"

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbatch.core.errors import ConfigError
-from ragbatch.metrics.ppi import Labelled, Population, labels_needed, ppi_rate
+from ragbatch.core._errors import ConfigError
+from ragbatch.metrics._ppi import Labelled, Population, labels_needed, ppi_rate
 
 Z95 = 1.959963984540054
 

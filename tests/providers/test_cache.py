@@ -21,16 +21,16 @@ import anyio
 import orjson
 import pytest
 
-from ragbatch.core.errors import ProviderError
-from ragbatch.core.provider import Call, Reply
-from ragbatch.core.questions import build_request
-from ragbatch.core.schema import Row
-from ragbatch.core.wire import JevRequest, request_key
-from ragbatch.data.jsonl import JsonlReader
-from ragbatch.providers.cache import CachedProvider, ReplyCache, decode_entry, encode_entry
-from ragbatch.providers.jev import ENDPOINT, JevProvider, JevSettings, OfflineJev
-from ragbatch.providers.ratelimit import RateLimiter
-from ragbatch.run.job import run_job
+from ragbatch.core._errors import ProviderError
+from ragbatch.core._provider import Call, Reply
+from ragbatch.core._questions import build_request
+from ragbatch.core._schema import Row
+from ragbatch.core._wire import JevRequest, request_key
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.providers._jev import ENDPOINT, JevProvider, JevSettings, OfflineJev
+from ragbatch.providers._ratelimit import RateLimiter
+from ragbatch.providers.cache._replies import CachedProvider, ReplyCache, decode_entry, encode_entry
+from ragbatch.run._job import run_job
 from ragbatch.testing import Fault, JevServer
 from tests.conftest import job_config
 

@@ -22,11 +22,11 @@ import orjson
 import pytest
 from typer.testing import CliRunner, Result
 
-from ragbatch.cli.app import app
-from ragbatch.data.jsonl import JsonlReader
-from ragbatch.providers.cache import ReplyCache
-from ragbatch.providers.cache_store import UnreadableEntry
-from ragbatch.providers.cache_verify import verify_cache
+from ragbatch.cli._app import app
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.providers.cache._replies import ReplyCache
+from ragbatch.providers.cache._store import UnreadableEntry
+from ragbatch.providers.cache._verify import verify_cache
 from ragbatch.testing import JevServer
 from ragbatch.testing.record import KEY, RELEASE, mock_answers
 

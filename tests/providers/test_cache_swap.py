@@ -15,10 +15,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ragbatch.providers.cache import ReplyCache
-from ragbatch.providers.cache_merge import merge_caches
-from ragbatch.providers.cache_swap import journal_of
-from ragbatch.providers.cache_verify import repair_cache, verify_cache
+from ragbatch.providers.cache._merge import merge_caches
+from ragbatch.providers.cache._replies import ReplyCache
+from ragbatch.providers.cache._swap import journal_of
+from ragbatch.providers.cache._verify import repair_cache, verify_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET = ROOT / "datasets" / "rag-fixture.jsonl"
@@ -136,7 +136,7 @@ def replace(src, dst):
 
 
 os.replace = replace
-from ragbatch.providers.cache_verify import repair_cache
+from ragbatch.providers.cache._verify import repair_cache
 
 repair_cache(cache)
 """

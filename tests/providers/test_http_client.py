@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.core.errors import EXIT_ROW_FAILURES, ProviderError
-from ragbatch.providers.apikey import Redactor
-from ragbatch.providers.cache import ReplyCache
-from ragbatch.providers.http_client import RESPONSE_TOO_LARGE_KIND, Policy, RetryingClient, Service
-from ragbatch.providers.http_wire import canonical_url, proxy_for
-from ragbatch.providers.ratelimit import RateLimiter
-from ragbatch.providers.replies import HttpReply
+from ragbatch.cli._app import app
+from ragbatch.core._errors import EXIT_ROW_FAILURES, ProviderError
+from ragbatch.providers._apikey import Redactor
+from ragbatch.providers._http_client import RESPONSE_TOO_LARGE_KIND, Policy, RetryingClient, Service
+from ragbatch.providers._http_wire import canonical_url, proxy_for
+from ragbatch.providers._ratelimit import RateLimiter
+from ragbatch.providers._replies import HttpReply
+from ragbatch.providers.cache._replies import ReplyCache
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-key-7f3a"

@@ -8,10 +8,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ragbatch.core.provider import Reply
-from ragbatch.core.schema import TokenUsage
-from ragbatch.providers.cache import encode_entry
-from ragbatch.providers.cache_store import ReplyCache
+from ragbatch.core._provider import Reply
+from ragbatch.core._schema import TokenUsage
+from ragbatch.providers.cache._replies import encode_entry
+from ragbatch.providers.cache._store import ReplyCache
 from ragbatch.testing import Fault
 from tests.run.test_operations import cli, live, report
 from tests.run.test_resume import StartServer, comparable

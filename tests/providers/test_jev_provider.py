@@ -24,23 +24,23 @@ import pytest
 from multidict import CIMultiDict
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.core.errors import (
+from ragbatch.cli._app import app
+from ragbatch.core._errors import (
     EXIT_ABORTED,
     EXIT_ROW_FAILURES,
     ProviderError,
     RateLimited,
     RunAborted,
 )
-from ragbatch.core.provider import Call, Reply
-from ragbatch.core.questions import build_request
-from ragbatch.core.schema import Row
-from ragbatch.data.jsonl import JsonlReader
-from ragbatch.providers.cache import CachedProvider, ReplyCache
-from ragbatch.providers.jev import JevProvider, JevSettings, error_message, parse_retry_after
-from ragbatch.providers.ratelimit import RateLimiter
-from ragbatch.providers.replies import HttpReply
-from ragbatch.run.job import run_job
+from ragbatch.core._provider import Call, Reply
+from ragbatch.core._questions import build_request
+from ragbatch.core._schema import Row
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.providers._jev import JevProvider, JevSettings, error_message, parse_retry_after
+from ragbatch.providers._ratelimit import RateLimiter
+from ragbatch.providers._replies import HttpReply
+from ragbatch.providers.cache._replies import CachedProvider, ReplyCache
+from ragbatch.run._job import run_job
 from ragbatch.testing import Fault, JevServer, count_input_tokens
 from ragbatch.testing.bucket import TokenBucket
 from tests.conftest import job_config

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from ragbatch.core.errors import ProviderError
-from ragbatch.core.provider import Call
-from ragbatch.core.questions import build_request
-from ragbatch.data.jsonl import JsonlReader
-from ragbatch.providers.jev import JevProvider, JevSettings
-from ragbatch.providers.ratelimit import RateLimiter
-from ragbatch.run.job import run_job
+from ragbatch.core._errors import ProviderError
+from ragbatch.core._provider import Call
+from ragbatch.core._questions import build_request
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.providers._jev import JevProvider, JevSettings
+from ragbatch.providers._ratelimit import RateLimiter
+from ragbatch.run._job import run_job
 from ragbatch.testing import Fault, JevServer
 from tests.conftest import job_config
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ragbatch.core.errors import ProviderError
-from ragbatch.providers.cache import ReplyCache
-from ragbatch.providers.llm_judge import LlmJudge
-from ragbatch.providers.ratelimit import RateLimiter
+from ragbatch.core._errors import ProviderError
+from ragbatch.providers._llm_judge import LlmJudge
+from ragbatch.providers._ratelimit import RateLimiter
+from ragbatch.providers.cache._replies import ReplyCache
 from ragbatch.testing.chat_server import ChatFault, ChatServer
 from tests.providers.test_baselines import KEY, MODEL, make_row
 

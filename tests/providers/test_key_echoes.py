@@ -15,10 +15,10 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from ragbatch.core.errors import EXIT_OK, EXIT_ROW_FAILURES
-from ragbatch.providers.apikey import Redactor
-from ragbatch.providers.chat_client import ChatClient
-from ragbatch.providers.ratelimit import RateLimiter
+from ragbatch.core._errors import EXIT_OK, EXIT_ROW_FAILURES
+from ragbatch.providers._apikey import Redactor
+from ragbatch.providers._chat_client import ChatClient
+from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.testing import Fault
 from ragbatch.testing.chat_server import ChatServer
 from tests.providers.test_jev_secrets import StartServer, run_cli

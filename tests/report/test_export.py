@@ -10,8 +10,8 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.report.export import export_rows, score_id
+from ragbatch.cli._app import app
+from ragbatch.report._export import export_rows, score_id
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "datasets" / "rag-fixture.jsonl"

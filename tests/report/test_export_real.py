@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from ragbatch.report.export import export_rows
+from ragbatch.report._export import export_rows
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 sys.path.insert(0, str(REAL))

@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 from matplotlib.text import Text
 
 import ragbatch.report
-from ragbatch.core.errors import ConfigError
-from ragbatch.core.policy import Guarantee
-from ragbatch.data.jsonl import JsonlReader
-from ragbatch.report import charts
-from ragbatch.report.html import ROW_CAP, answer_segments, report_html
-from ragbatch.report.models import ClaimOut, Report
-from ragbatch.run.job import run_job
-from ragbatch.run.options import RunOptions
+from ragbatch.core._errors import ConfigError
+from ragbatch.core._policy import Guarantee
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.report import _charts as charts
+from ragbatch.report._html import ROW_CAP, answer_segments, report_html
+from ragbatch.report._models import ClaimOut, Report
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART_IDS = ("chart-reliability", "chart-risk-coverage", "chart-tradeoff")
@@ -368,20 +368,20 @@ def test_missing_extra_is_a_config_error(report: Report, monkeypatch: pytest.Mon
         report_html(report)
     monkeypatch.delitem(sys.modules, "jinja2")
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    monkeypatch.delitem(sys.modules, "ragbatch.report.charts", raising=False)
-    monkeypatch.delattr(ragbatch.report, "charts", raising=False)
+    monkeypatch.delitem(sys.modules, "ragbatch.report._charts", raising=False)
+    monkeypatch.delattr(ragbatch.report, "_charts", raising=False)
     with pytest.raises(ConfigError, match="'html' extra"):
         report_html(report)
 
 
 @pytest.mark.parametrize("module", ["html", "markdown", "tables"])
 def test_base_install_imports_no_extra(module: str) -> None:
-    tree = ast.parse((ROOT / "ragbatch" / "report" / f"{module}.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "ragbatch" / "report" / f"_{module}.py").read_text(encoding="utf-8"))
     top = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
     names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module or "" for n in top if isinstance(n, ast.ImportFrom)}
     assert not {name.split(".")[0] for name in names} & {"jinja2", "matplotlib", "markupsafe"}
-    assert "ragbatch.report.charts" not in names
+    assert "ragbatch.report._charts" not in names
 
 
 def _claim(start: int, end: int, verdict: str) -> ClaimOut:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ragbatch.core.pricing import PER_MILLION, parse_pricing
+from ragbatch.core._pricing import PER_MILLION, parse_pricing
 from ragbatch.testing import JevServer
 from ragbatch.testing.jev_server import Fault, count_input_tokens
 from tests.run.test_operations import PRICING, live, report

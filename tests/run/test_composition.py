@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 import ragbatch
-from ragbatch.run.job import run_job
+from ragbatch.run._job import run_job
 from ragbatch.testing import JevServer
 from tests.conftest import job_config
 

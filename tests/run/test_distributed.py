@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING
 import diskcache
 import pytest
 
-from ragbatch.core.errors import CacheError, ConfigError, RagbatchError
-from ragbatch.core.provider import Reply
-from ragbatch.core.schema import TokenUsage
-from ragbatch.core.wire import NoulAnswer
-from ragbatch.providers.cache import ReplyCache, encode_entry
-from ragbatch.providers.cache_merge import MergeStats, merge_caches
-from ragbatch.providers.cache_verify import verify_cache
-from ragbatch.run.dask import local_cluster, run_on_dask
-from ragbatch.run.job import run_job
-from ragbatch.run.options import RunOptions
+from ragbatch.core._errors import CacheError, ConfigError, RagbatchError
+from ragbatch.core._provider import Reply
+from ragbatch.core._schema import TokenUsage
+from ragbatch.core._wire import NoulAnswer
+from ragbatch.providers.cache._merge import MergeStats, merge_caches
+from ragbatch.providers.cache._replies import ReplyCache, encode_entry
+from ragbatch.providers.cache._verify import verify_cache
+from ragbatch.run._dask import local_cluster, run_on_dask
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 from ragbatch.testing import JevServer
 from tests.conftest import JEV_KEY
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import typer
 
-from ragbatch.api import API_OPTIONS
-from ragbatch.cli.app import app
-from ragbatch.core.errors import ConfigError
-from ragbatch.run.options import (
+from ragbatch._api import API_OPTIONS
+from ragbatch.cli._app import app
+from ragbatch.core._errors import ConfigError
+from ragbatch.run._options import (
     DEFAULTS,
     ENVIRONMENT,
     GROUP_OF,

@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from ragbatch.core.questions import RequestLimits, build_request, oversize_reason
-from ragbatch.data.jsonl import JsonlReader
+from ragbatch.core._questions import RequestLimits, build_request, oversize_reason
+from ragbatch.data._jsonl import JsonlReader
 from tests.conftest import JEV_KEY
 from tests.run.test_operations import DATASET, PRICING, cli
 from tests.run.test_resume import StartServer

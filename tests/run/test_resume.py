@@ -18,9 +18,9 @@ from typing import Any
 
 import orjson
 
-from ragbatch.providers.cache import ReplyCache
-from ragbatch.run.job import run_job
-from ragbatch.run.options import RunOptions
+from ragbatch.providers.cache._replies import ReplyCache
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 from ragbatch.testing import JevServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,19 +10,19 @@ import anyio
 import orjson
 import pytest
 
-from ragbatch.core.errors import DatasetError, ProviderError, RunAborted
-from ragbatch.core.outcome import RowOutcome
-from ragbatch.core.policy import Thresholds
-from ragbatch.core.pricing import parse_pricing
-from ragbatch.core.provider import Call, Reply
-from ragbatch.core.schema import Row
-from ragbatch.data.jsonl import JsonlReader
-from ragbatch.providers.baseline import RecordedBaseline
-from ragbatch.providers.mock import MockProvider
-from ragbatch.report.builder import RunInfo, summarize
-from ragbatch.report.models import report_bytes
-from ragbatch.run import runner
-from ragbatch.run.runner import RunConfig, run_batch
+from ragbatch.core._errors import DatasetError, ProviderError, RunAborted
+from ragbatch.core._outcome import RowOutcome
+from ragbatch.core._policy import Thresholds
+from ragbatch.core._pricing import parse_pricing
+from ragbatch.core._provider import Call, Reply
+from ragbatch.core._schema import Row
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.providers._baseline import RecordedBaseline
+from ragbatch.providers._mock import MockProvider
+from ragbatch.report._builder import RunInfo, summarize
+from ragbatch.report._models import report_bytes
+from ragbatch.run import _runner as runner
+from ragbatch.run._runner import RunConfig, run_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "datasets/rag-fixture.jsonl"

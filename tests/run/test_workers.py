@@ -14,9 +14,9 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.providers.cache import ReplyCache
-from ragbatch.run import workers as worker_processes
+from ragbatch.cli._app import app
+from ragbatch.providers.cache._replies import ReplyCache
+from ragbatch.run import _workers as worker_processes
 from ragbatch.testing import JevServer
 from tests.conftest import JEV_KEY
 from tests.run.test_resume import StartServer, wait_for

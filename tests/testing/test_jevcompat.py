@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 import pytest
 
-from ragbatch.run.job import run_job
-from ragbatch.run.options import RunOptions
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 from ragbatch.testing import JevServer
 
 ROOT = Path(__file__).resolve().parents[2]
