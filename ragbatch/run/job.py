@@ -52,7 +52,7 @@ from ragbatch.run.factory import (
 from ragbatch.run.preflight import check_slice_fields, option_warnings
 from ragbatch.run.progress import Progress, Snapshot, count_lines
 from ragbatch.run.runner import RunConfig, run_stream
-from ragbatch.run.shards import count_shard_rows, shard_of, write_partial
+from ragbatch.run.shards import count_shard_rows, part_rows, shard_pairs, write_shard
 from ragbatch.run.stop import StopWatch
 
 __all__ = [
@@ -157,7 +157,7 @@ async def evaluate_async(
     total = count_lines(str(config.dataset)) if by_lines else None
     if config.shard is not None:  # progress counts against the shard's own rows
         jsonl = config.format == "jsonl" and config.source is None and config.progress != "none"
-        total = count_shard_rows(config.dataset, config.shard) if jsonl else None
+        total = count_shard_rows(config.dataset, config.shard) if jsonl else part_rows(reader)
     limit = config.max_report_rows
     # a JSONL file's non-blank lines are its rows (any other line fails the run)
     known_rows = total if config.format == "jsonl" and config.shard is None else None
@@ -198,11 +198,7 @@ async def evaluate_async(
             error_budget_rows=config.error_budget_rows,
             claims=claims,
         )
-        pairs = (
-            (index, row)
-            for index, row in enumerate(reader)
-            if config.shard is None or shard_of(row.id, config.shard[1]) == config.shard[0]
-        )
+        pairs = shard_pairs(reader, config.shard)
         progress, rows_out = watch(config, pricing, cached, total)
 
         def in_order(outcome: RowOutcome) -> None:
@@ -261,8 +257,7 @@ async def evaluate_async(
     report = builder.report(dataset_sha256=reader.sha256)
     data = report_bytes(report)
     if config.shard is not None and config.partial_out is not None:
-        info = replace(info, dataset_sha256=reader.sha256)
-        write_partial(config.partial_out, config.shard, reader.rows, info, kept)
+        write_shard(config.partial_out, config.shard, reader, info, kept, builder, calls)
     elif config.out is not None:
         write_bytes(config.out, data)
     rate = builder.rows / wall if wall > 0 else 0.0

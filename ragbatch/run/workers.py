@@ -17,11 +17,13 @@ import contextlib
 import math
 import multiprocessing
 import os
+import shutil
 import signal
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +31,9 @@ import orjson
 
 from ragbatch.core.errors import EXIT_ABORTED, Interrupted, RagbatchError
 from ragbatch.data.formats import open_dataset
+from ragbatch.data.output import atomic_file
 from ragbatch.report.builder import summarize
-from ragbatch.report.models import report_bytes
+from ragbatch.report.models import Report, report_bytes
 from ragbatch.report.rows_out import RowsWriter, merge_rows
 from ragbatch.run.factory import jev_settings, load_pricing, spend_limit
 from ragbatch.run.job import (
@@ -42,9 +45,10 @@ from ragbatch.run.job import (
     write_bytes,
 )
 from ragbatch.run.preflight import check_slice_fields, option_warnings
-from ragbatch.run.progress import count_lines
 from ragbatch.run.shards import merge_partials, shard_of
+from ragbatch.run.split import RowPlan, check_duplicate_ids, part_source, plan_rows
 from ragbatch.run.stop import SIGNALS, StopWatch
+from ragbatch.run.summary import merge_summaries, read_summary
 
 
 def shard_config(
@@ -84,6 +88,15 @@ def run_shard_task(config: JobConfig, stop: StopWatch | None = None) -> dict[str
     }
 
 
+def raise_shard_error(results: list[dict[str, Any]]) -> None:
+    """Raise the first shard's error, if any shard failed."""
+    for k, done in enumerate(results, start=1):
+        if "error" in done:
+            error = RagbatchError(f"shard {k}/{len(results)}: {done['error']}")
+            error.exit_code = done["exitCode"]
+            raise error
+
+
 def finish(
     config: JobConfig,
     partials: list[Path],
@@ -94,25 +107,57 @@ def finish(
 ) -> JobResult:
     """Raise a shard's error, else merge the partials and write the report (and run record);
     with ``row_files`` (each shard's --rows-out), merge those into ``config.rows_out`` too."""
-    for k, done in enumerate(results, start=1):
-        if "error" in done:
-            error = RagbatchError(f"shard {k}/{len(results)}: {done['error']}")
-            error.exit_code = done["exitCode"]
-            raise error
+    raise_shard_error(results)
     info, outcomes = merge_partials(partials)
     if config.rows_out is not None and row_files is not None:
         shards = len(row_files)
         merge_rows(config.rows_out, row_files, (shard_of(o.row.id, shards) - 1 for o in outcomes))
     # the shards skipped their own rows[]; the merged report follows the caller's limit
     report = summarize(outcomes, replace(info, max_report_rows=config.max_report_rows))
+    record = {"failuresByKind": failures_of(outcomes)}
+    return write_outputs(config, report, started, {**facts, **record, "shardRuns": results})
+
+
+def finish_parts(
+    config: JobConfig,
+    plan: RowPlan,
+    summaries: list[bytes],
+    results: list[dict[str, Any]],
+    started: float,
+    facts: dict[str, Any],
+    row_files: list[Path] | None = None,
+) -> JobResult:
+    """Raise a part's error, else merge the parts' summaries in input order, concatenate
+    their rows files into ``config.rows_out`` and write the report (and run record)."""
+    raise_shard_error(results)
+    whole = merge_summaries([read_summary(data) for data in summaries], config.max_report_rows)
+    check_duplicate_ids([whole.ids], plan)
+    if config.rows_out is not None and row_files is not None:
+        concatenate(row_files, config.rows_out)
+    report = whole.builder.report(dataset_sha256=plan.sha256)
+    record = {"failuresByKind": whole.calls.failures.record()}
+    return write_outputs(config, report, started, {**facts, **record, "shardRuns": results})
+
+
+def concatenate(parts: list[Path], target: Path) -> None:
+    """``parts`` one after the other into ``target`` (atomically)."""
+    with atomic_file(target, RowsWriter.SUFFIX) as out:
+        for part in parts:
+            with part.open("rb") as handle:
+                shutil.copyfileobj(handle, out)
+
+
+def write_outputs(
+    config: JobConfig, report: Report, started: float, facts: dict[str, Any]
+) -> JobResult:
+    """Write the merged report and the run record (rows, wall, ``facts``)."""
     data = report_bytes(report)
     if config.out is not None:
         write_bytes(config.out, data)
     wall = time.perf_counter() - started
-    rate = len(outcomes) / wall if wall > 0 else 0.0
-    record = {"rows": len(outcomes), "wallSeconds": wall, "rowsPerSecond": rate, **facts}
-    record["failuresByKind"] = failures_of(outcomes)
-    record["shardRuns"] = results
+    rows = report.dataset.rows
+    rate = rows / wall if wall > 0 else 0.0
+    record = {"rows": rows, "wallSeconds": wall, "rowsPerSecond": rate, **facts}
     if config.run_record is not None:
         write_bytes(config.run_record, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
     return JobResult(report, data, wall, rate, record)
@@ -122,7 +167,8 @@ def worker_main(config: JobConfig, parent_pid: int, result: Path) -> None:
     """A worker process: run one shard and leave its outcome in ``result`` for the parent.
 
     Ctrl-C reaches the whole process group; only the parent acts on it (it sends each worker
-    SIGTERM), so the workers ignore SIGINT. A worker whose parent dies stops by itself.
+    SIGTERM), so the workers ignore SIGINT. A worker whose parent dies stops by itself
+    (:func:`ragbatch.run.stop.parent_watch`).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stop = StopWatch(signals=(signal.SIGTERM,), parent_pid=parent_pid)
@@ -146,52 +192,66 @@ def _lost(exitcode: int | None) -> dict[str, Any]:
     return {"error": message, "exitCode": 1}
 
 
-def run_processes(configs: list[JobConfig], results: list[Path]) -> list[dict[str, Any]]:
-    """Start one spawned process per config and wait for all of them.
+GRACE_S = 5.0  # a signalled worker closes its cache and exits; past this it is killed
 
-    On SIGINT or SIGTERM the parent sends every worker SIGTERM (each stops sending, closes the
-    cache and exits), waits for them and raises :class:`Interrupted`.
+
+def worker_context() -> multiprocessing.context.ForkServerContext:
+    """Processes forked from a fork server that imported the job code once, so a worker
+    starts in milliseconds instead of importing everything again (as a spawned one does);
+    the server itself is a fresh interpreter, safe whatever threads the caller runs."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
+def end_processes(processes: list[BaseProcess], grace_s: float = GRACE_S) -> None:
+    """Send every started worker SIGTERM, wait up to ``grace_s`` for all of them, then kill
+    the ones left: nothing the run started outlives it."""
+    started = [p for p in processes if p.pid is not None]
+    for process in started:
+        if process.exitcode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGTERM)  # type: ignore[arg-type]
+    deadline = time.monotonic() + grace_s
+    for process in started:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in started:
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+
+
+def run_processes(configs: list[JobConfig], results: list[Path]) -> list[dict[str, Any]]:
+    """Start one worker process per config and wait for all of them.
+
+    On SIGINT or SIGTERM the parent ends every worker itself (:func:`end_processes`: SIGTERM,
+    then SIGKILL after a grace period), even one still starting, and raises
+    :class:`Interrupted`.
     """
-    context = multiprocessing.get_context("spawn")
-    processes = [
-        context.Process(
-            target=worker_main,
-            args=(c, os.getpid(), r),
-            name=f"ragbatch-worker-{k}",
-        )
+    context = worker_context()
+    processes: list[BaseProcess] = [
+        context.Process(target=worker_main, args=(c, os.getpid(), r), name=f"ragbatch-worker-{k}")
         for k, (c, r) in enumerate(zip(configs, results, strict=True), start=1)
     ]
     received: list[int] = []
-    signalled: set[int] = set()
-
-    def stop_workers() -> None:
-        for process in processes:
-            if process.pid is not None and process.pid not in signalled:
-                signalled.add(process.pid)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGTERM)
 
     def on_signal(signum: int, frame: object) -> None:
         received.append(signum)
-        stop_workers()
+        raise _Stop
 
     previous = {s: signal.signal(s, on_signal) for s in SIGNALS}
     try:
         for process in processes:
-            if received:
-                break
             process.start()
-        if received:  # a signal during start-up may have missed the last one started
-            stop_workers()
         for process in processes:
-            if process.pid is not None:
-                process.join()
-    except BaseException:  # the parent failed: its workers must not go on without it
-        stop_workers()
-        for process in processes:
-            if process.pid is not None:
-                process.join()
-        raise
+            process.join()
+    except BaseException:  # a signal, or the parent failed: its workers must not go on
+        # no second signal may cut the clean-up short
+        for signum in SIGNALS:
+            signal.signal(signum, lambda n, f: received.append(n))
+        end_processes(processes)
+        if not received:
+            raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -208,6 +268,10 @@ def run_processes(configs: list[JobConfig], results: list[Path]) -> list[dict[st
     ]
 
 
+class _Stop(Exception):
+    """Raised in the parent by a signal, to leave the wait for its workers at once."""
+
+
 def available_cores() -> int:
     """The CPUs this process may run on."""
     try:
@@ -216,13 +280,13 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def dataset_rows(config: JobConfig) -> int | None:
-    """Rows in the dataset (a JSONL file's non-blank lines; other formats are read), or None
-    when unknown (the run itself reports a bad file)."""
-    if config.source is not None:
+def dataset_rows(config: JobConfig, plan: RowPlan | None) -> int | None:
+    """Rows in the dataset (planned for a JSONL file; other formats are read), or None when
+    unknown (the run itself reports a bad file)."""
+    if plan is not None:
+        return plan.rows
+    if config.source is not None or config.format == "jsonl":
         return None
-    if config.format == "jsonl":
-        return count_lines(str(config.dataset))
     reader = open_dataset(
         config.dataset,
         config.format,
@@ -233,10 +297,12 @@ def dataset_rows(config: JobConfig) -> int | None:
     return sum(1 for _ in reader)
 
 
-def cap_workers(config: JobConfig, workers: int, warn: Callable[[str], None]) -> int:
+def cap_workers(
+    config: JobConfig, workers: int, warn: Callable[[str], None], plan: RowPlan | None = None
+) -> int:
     """``workers``, at most one per row and one per core; ``warn`` says when it was capped
     (each process costs an interpreter start, and more than the cores only share them)."""
-    rows, cores = dataset_rows(config), available_cores()
+    rows, cores = dataset_rows(config, plan), available_cores()
     limits = [(cores, f"{cores} core" + "s" * (cores != 1))]
     if rows is not None:
         limits.insert(0, (max(rows, 1), f"{rows} row" + "s" * (rows != 1)))
@@ -259,7 +325,9 @@ def run_workers(
     check_outputs(config)  # refused here, before any worker starts
     spend_limit(config, load_pricing(config.pricing))
     say = warn or (lambda _: None)
-    workers = cap_workers(config, workers, say)
+    jsonl = config.format == "jsonl" and config.source is None
+    plan = plan_rows(config.dataset) if jsonl else None  # one read of the file, no parsing
+    workers = cap_workers(config, workers, say, plan)
     if workers == 1:
         return run_job(config, say, stop=StopWatch())
     jev_settings(config)  # a key that cannot be sent is refused before any worker starts
@@ -281,9 +349,24 @@ def run_workers(
             shard_config(config, k, workers, partials[k - 1], rows[k - 1] if rows else None)
             for k in shards
         ]
+        if plan is not None:  # each worker reads, parses and summarizes only its own rows
+            ignore = config.ignore_unknown_fields
+            configs = [
+                replace(
+                    c,
+                    source=part_source(plan, k, workers, ignore_unknown=ignore),
+                    max_report_rows=config.max_report_rows,
+                )
+                for k, c in zip(shards, configs, strict=True)
+            ]
         try:
             results = run_processes(configs, [Path(tmp) / f"result-{k}.json" for k in shards])
-            return finish(config, partials, results, started, {"workers": workers}, rows)
+            facts = {"workers": workers}
+            if plan is None:
+                return finish(config, partials, results, started, facts, rows)
+            raise_shard_error(results)
+            summaries = [path.read_bytes() for path in partials]
+            return finish_parts(config, plan, summaries, results, started, facts, rows)
         finally:
             for path in rows or ():  # a killed worker leaves its rows unfinished
                 path.unlink(missing_ok=True)
