@@ -160,8 +160,8 @@ def test_a_signal_stops_the_run_and_a_rerun_resumes(
 
 
 def workers_of(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
-    """The parent's processes: multiprocessing's fork server and resource tracker, and the
-    workers (forked by the fork server: the run's grandchildren), once both workers run."""
+    """The parent's processes (multiprocessing's helpers, if any, and the workers), once both
+    workers run."""
     kids: list[psutil.Process] = []
 
     def started() -> bool:
@@ -175,11 +175,13 @@ def workers_of(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
 def grandchildren(
     proc: subprocess.Popen[bytes], kids: list[psutil.Process]
 ) -> list[psutil.Process]:
-    """The workers among ``kids``: not the run's own children."""
+    """The workers among ``kids``: forked by the run itself (not multiprocessing's resource
+    tracker or fork server), or by its fork server."""
     found = []
     for kid in kids:
         with contextlib.suppress(psutil.NoSuchProcess):
-            if kid.ppid() != proc.pid:
+            helper = any(h in " ".join(kid.cmdline()) for h in ("resource_tracker", "forkserver"))
+            if kid.ppid() != proc.pid or not helper:
                 found.append(kid)
     return found
 

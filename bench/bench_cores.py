@@ -1,0 +1,74 @@
+"""Does ``--workers W`` scale? Wall, rows/s, speedup and total CPU of every process.
+
+    python bench/bench_cores.py [--rows 48000] [--max-workers 16]
+
+Writes one synthetic file (bench/synth.py), then runs ``ragbatch run`` (mock pipeline,
+``--rows-out``, ``--max-report-rows 1000``) as a separate process with 1, 2, 4, ... workers
+up to ``os.cpu_count()`` (or ``--max-workers``, e.g. 8 on a 2-core box: past the cores the
+speedup cannot grow, but the total CPU shows whether work is repeated). Per case: whole-process
+wall, rows/s, speedup against one process, and the CPU seconds of all the run's processes
+(fork server and workers included, see bench/cpu.py) relative to one process. Each report and
+rows file is checked byte-identical to the single-process one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.cpu import become_subreaper, measure
+from bench.synth import write_dataset
+
+UNCAPPED = (
+    "import sys; from ragbatch.run import workers; workers.available_cores = lambda: 1024;"
+    " from ragbatch.cli import main; sys.argv[0] = 'ragbatch'; main()"
+)
+
+
+def counts(limit: int) -> list[int]:
+    out, n = [], 1
+    while n <= limit:
+        out.append(n)
+        n *= 2
+    return out if out[-1] == limit else [*out, limit]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=48_000)
+    parser.add_argument("--max-workers", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    become_subreaper()
+    print(f"cores: {os.cpu_count()}, rows: {args.rows}, load: {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory(prefix="bench-cores-") as tmp_name:
+        tmp = Path(tmp_name)
+        data = write_dataset(tmp / "synth.jsonl", args.rows)
+        base: tuple[float, float] | None = None
+        for workers in counts(args.max_workers):
+            out, rows = tmp / f"r{workers}.json", tmp / f"rows{workers}.jsonl"
+            command = [
+                sys.executable, "-c", UNCAPPED, "run", str(data), "--out", str(out),
+                "--rows-out", str(rows), "--max-report-rows", "1000", "--quiet",
+                "--workers", str(workers),
+            ]  # fmt: skip
+            m = measure(command)
+            if base is None:
+                base = (m.wall_s, m.cpu_s)
+            else:
+                same = out.read_bytes() == (tmp / "r1.json").read_bytes()
+                same &= rows.read_bytes() == (tmp / "rows1.jsonl").read_bytes()
+                assert same, f"--workers {workers}: report or rows differ from one process"
+            print(
+                f"workers {workers:>3}: wall {m.wall_s:6.2f} s, {args.rows / m.wall_s:8.0f} "
+                f"rows/s, speedup {base[0] / m.wall_s:5.2f}x, CPU {m.cpu_s:6.2f} s "
+                f"({m.cpu_s / base[1]:.2f}x one process)"
+            )
+
+
+if __name__ == "__main__":
+    main()
