@@ -29,6 +29,7 @@ from ragbatch.providers.jev import DEFAULT_BASE_URL
 from ragbatch.report.html import require_html_extra
 from ragbatch.report.models import report_schema
 from ragbatch.report.text import run_text, summary_text
+from ragbatch.run.cluster import run_on_cluster
 from ragbatch.run.job import (
     DEFAULT_CACHE,
     DEFAULT_DATASET,
@@ -302,6 +303,10 @@ def run(
         typer.Option(help="Also write run timings (not part of the deterministic report)."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="Print nothing but errors.")] = False,
+    dask: Annotated[
+        str | None,
+        typer.Option(help="Run on a Dask cluster: tcp://HOST:8786, or local:N worker processes."),
+    ] = None,
 ) -> None:
     """Evaluate DATASET and write a deterministic report.
 
@@ -320,7 +325,9 @@ def run(
         if html is not None:
             require_html_extra()  # before the first row, not after the whole run
         warn = lambda text: typer.echo(f"warning: {text}", err=True)  # noqa: E731
-        if workers > 1:
+        if dask is not None:
+            result = run_on_cluster(config, dask)
+        elif workers > 1:
             result = run_workers(config, workers, warn)
         else:
             result = run_job(config, warn=warn, stop=StopWatch())

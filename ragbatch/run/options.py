@@ -93,6 +93,7 @@ class RunOptions:
     workers: int = 1
     run_record: Path | None = None
     quiet: bool = False
+    dask: str | None = None
 
     def __repr__(self) -> str:  # keys never appear, not even in a traceback
         return "RunOptions(...)"

@@ -13,6 +13,7 @@ Workers never outlive their run: SIGINT/SIGTERM of the parent is passed on to th
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import multiprocessing
@@ -46,6 +47,7 @@ from ragbatch.run.job import (
     write_bytes,
 )
 from ragbatch.run.preflight import check_slice_fields, option_warnings
+from ragbatch.run.progress import count_lines
 from ragbatch.run.shards import merge_partials, shard_of
 from ragbatch.run.split import RowPlan, check_duplicate_ids, part_source, plan_rows
 from ragbatch.run.stop import SIGNALS, StopWatch
@@ -204,12 +206,22 @@ def worker_context() -> multiprocessing.context.BaseContext:
     """How workers start without importing everything again (as a spawned one would: about
     0.4 s of CPU each): forked from this process when it runs one thread (the CLI), else from
     a fork server that imported the job code once (a fresh interpreter: forking a process
-    with other threads running could copy a lock one of them holds)."""
-    if threading.active_count() == 1:
+    with other threads running could copy a lock one of them holds, and a child forked inside
+    a running event loop could not start its own)."""
+    if threading.active_count() == 1 and not in_event_loop():
         return multiprocessing.get_context("fork")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
     return context
+
+
+def in_event_loop() -> bool:
+    """Whether this thread is inside a running asyncio loop (the Python API's)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def end_processes(processes: list[BaseProcess], grace_s: float = GRACE_S) -> None:
@@ -293,8 +305,10 @@ def dataset_rows(config: JobConfig, plan: RowPlan | None) -> int | None:
     unknown (the run itself reports a bad file)."""
     if plan is not None:
         return plan.rows
-    if config.source is not None or config.format == "jsonl":
+    if config.source is not None:
         return None
+    if config.format == "jsonl":
+        return count_lines(str(config.dataset))
     reader = open_dataset(
         config.dataset,
         config.format,
