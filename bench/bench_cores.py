@@ -1,6 +1,6 @@
 """Does ``--workers W`` scale? Wall, rows/s, speedup and total CPU of every process.
 
-    python bench/bench_cores.py [--rows 48000] [--max-workers 16]
+    python bench/bench_cores.py [--rows 48000] [--max-workers 16] [--dask]
 
 Writes one synthetic file (bench/synth.py), then runs ``ragbatch run`` (mock pipeline,
 ``--rows-out``, ``--max-report-rows 1000``) as a separate process with 1, 2, 4, ... workers
@@ -8,7 +8,10 @@ up to ``os.cpu_count()`` (or ``--max-workers``, e.g. 8 on a 2-core box: past the
 speedup cannot grow, but the total CPU shows whether work is repeated). Per case: whole-process
 wall, rows/s, speedup against one process, and the CPU seconds of all the run's processes
 (fork server and workers included, see bench/cpu.py) relative to one process. Each report and
-rows file is checked byte-identical to the single-process one.
+rows file is checked byte-identical to the single-process one. "serial" is the parent's time
+from the last worker's end to the report written (the run record's ``mergeSeconds``).
+With ``--dask``, also ``ragbatch run --dask local:N`` (4 tasks a worker; the cluster's start-up
+and shut-down are in the wall and the CPU: Dask's scheduler and nannies are processes too).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -42,6 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=48_000)
     parser.add_argument("--max-workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--dask", action="store_true", help="also --dask local:N (start-up timed)")
     args = parser.parse_args()
     become_subreaper()
     print(f"cores: {os.cpu_count()}, rows: {args.rows}, load: {os.getloadavg()[0]:.1f}")
@@ -49,24 +55,31 @@ def main() -> None:
         tmp = Path(tmp_name)
         data = write_dataset(tmp / "synth.jsonl", args.rows)
         base: tuple[float, float] | None = None
-        for workers in counts(args.max_workers):
-            out, rows = tmp / f"r{workers}.json", tmp / f"rows{workers}.jsonl"
+        cases = [("workers", n) for n in counts(args.max_workers)]
+        cases += [("dask", n) for n in counts(args.max_workers) if args.dask]
+        for engine, n in cases:
+            name = f"{engine}{n}"
+            out, rows, record = (tmp / f"{name}{s}" for s in (".json", ".jsonl", "-record.json"))
             command = [
                 sys.executable, "-c", UNCAPPED, "run", str(data), "--out", str(out),
                 "--rows-out", str(rows), "--max-report-rows", "1000", "--quiet",
-                "--workers", str(workers),
+                "--run-record", str(record),
+                *(["--workers", str(n)] if engine == "workers" else ["--dask", f"local:{n}"]),
             ]  # fmt: skip
             m = measure(command)
             if base is None:
                 base = (m.wall_s, m.cpu_s)
             else:
-                same = out.read_bytes() == (tmp / "r1.json").read_bytes()
-                same &= rows.read_bytes() == (tmp / "rows1.jsonl").read_bytes()
-                assert same, f"--workers {workers}: report or rows differ from one process"
+                same = out.read_bytes() == (tmp / "workers1.json").read_bytes()
+                same &= rows.read_bytes() == (tmp / "workers1.jsonl").read_bytes()
+                assert same, f"{name}: report or rows differ from one process"
+            merge = orjson.loads(record.read_bytes()).get("mergeSeconds")
+            serial = f", serial {merge / base[0]:.1%} of 1-process wall" if merge else ""
+            what = f"--workers {n}" if engine == "workers" else f"--dask local:{n} ({4 * n} tasks)"
             print(
-                f"workers {workers:>3}: wall {m.wall_s:6.2f} s, {args.rows / m.wall_s:8.0f} "
-                f"rows/s, speedup {base[0] / m.wall_s:5.2f}x, CPU {m.cpu_s:6.2f} s "
-                f"({m.cpu_s / base[1]:.2f}x one process)"
+                f"{what:<26} wall {m.wall_s:6.2f} s, {args.rows / m.wall_s:7.0f} rows/s, "
+                f"speedup {base[0] / m.wall_s:5.2f}x, CPU {m.cpu_s:6.2f} s "
+                f"({m.cpu_s / base[1]:.2f}x one process){serial}"
             )
 
 

@@ -39,7 +39,13 @@ from ragbatch.providers.cache_store import ReplyCache, open_store, store_batch
 from ragbatch.run.factory import jev_settings, load_pricing, spend_limit
 from ragbatch.run.job import JobConfig, JobResult, check_outputs
 from ragbatch.run.split import PlannedRows, detached, part_source, plan_rows
-from ragbatch.run.workers import finish_parts, raise_shard_error, run_shard_task, shard_config
+from ragbatch.run.workers import (
+    finish_parts,
+    part_table_limit,
+    raise_shard_error,
+    run_shard_task,
+    shard_config,
+)
 
 if TYPE_CHECKING:
     import distributed
@@ -118,12 +124,14 @@ def run_part(config: JobConfig, seed: Entries | None) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _task_config(config: JobConfig, source: PlannedRows, k: int, parts: int) -> JobConfig:
+def _task_config(
+    config: JobConfig, source: PlannedRows, k: int, parts: int, table: int | None
+) -> JobConfig:
     shard = shard_config(config, k, parts, Path("part.pkl"))
     return replace(
         shard,
         source=source,
-        max_report_rows=config.max_report_rows,
+        max_report_rows=table,
         rows_out=config.rows_out,  # a marker: the task writes its rows in its own directory
         progress="none",
     )
@@ -149,20 +157,22 @@ def run_on_dask(config: JobConfig, parts: int, client: distributed.Client) -> Jo
     sources = [
         detached(part_source(plan, k, parts, ignore_unknown=ignore)) for k in range(1, parts + 1)
     ]
+    table = part_table_limit(config, plan)
     seed = read_entries(config.cache_dir) if config.provider != "mock" else []
     # one object on every worker (a list given to scatter would become one future an item)
     seeded = client.scatter([seed], broadcast=True)[0] if seed else None  # type: ignore[no-untyped-call]
     futures = [
-        client.submit(run_part, _task_config(config, s, k, parts), seeded, pure=False)
+        client.submit(run_part, _task_config(config, s, k, parts, table), seeded, pure=False)
         for k, s in enumerate(sources, start=1)
     ]
     try:
         results: list[dict[str, Any]] = client.gather(futures)  # type: ignore[no-untyped-call]
     finally:
         dd.wait(futures)
+    gathered = time.perf_counter()  # the client's serial part starts: merge and write
     raise_shard_error(results)
     store_entries(config.cache_dir, results)
-    facts = {"shards": parts, "engine": "dask"}
+    facts: dict[str, Any] = {"shards": parts, "engine": "dask", "mergeStarted": gathered}
     summaries = [r.pop("summary") for r in results]
     lines = [r.pop("rowsOut") for r in results]
     if config.rows_out is not None:

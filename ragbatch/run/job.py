@@ -206,7 +206,7 @@ async def evaluate_async(
             calls.add(outcome)
             if rows_out is not None and result is not None:
                 rows_out.write(result, outcome.row.question)
-            if config.shard is not None:
+            if config.shard is not None and part_rows(reader) is None:  # a part keeps none
                 kept.append(outcome)
 
         async def stream() -> None:

@@ -85,7 +85,7 @@ def write_shard(
     """A shard's result: a planned part's summary (merged in order by the parent, see
     :mod:`ragbatch.run.summary`), else the partial file of its outcomes."""
     if part_rows(reader) is not None:
-        write_summary(path, PartSummary(builder, calls, [o.row.id for o in outcomes]))
+        write_summary(path, PartSummary(builder, calls, reader.ids))
     else:
         info = replace(info, dataset_sha256=reader.sha256)
         write_partial(path, shard, reader.rows, info, outcomes)

@@ -89,6 +89,7 @@ class PlannedRows:
     ignore_unknown_fields: bool = False
     blob: bytes | None = field(default=None, repr=False)
     name: str = field(init=False)
+    ids: list[str] = field(init=False, default_factory=list)  # of the rows read, in order
 
     def __post_init__(self) -> None:
         self.name = self.path.name
@@ -135,6 +136,7 @@ class PlannedRows:
                     raise DatasetError(where, line, describe(exc)) from None
                 if not ids.add(row.id):
                     raise DatasetError(where, line, f"duplicate row id {row.id!r}")
+                self.ids.append(row.id)
                 yield index, row
 
     def __iter__(self) -> Iterator[Row]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import math
 import multiprocessing
 import os
@@ -161,6 +162,8 @@ def write_outputs(
     if config.out is not None:
         write_bytes(config.out, data)
     wall = time.perf_counter() - started
+    if "mergeStarted" in facts:
+        facts = {**facts, "mergeSeconds": time.perf_counter() - facts.pop("mergeStarted")}
     rows = report.dataset.rows
     rate = rows / wall if wall > 0 else 0.0
     record = {"rows": rows, "wallSeconds": wall, "rowsPerSecond": rate, **facts}
@@ -260,9 +263,13 @@ def run_processes(configs: list[JobConfig], results: list[Path]) -> list[dict[st
         raise _Stop
 
     previous = {s: signal.signal(s, on_signal) for s in SIGNALS}
+    # a forked worker's garbage collector would otherwise walk (and so copy, page by page)
+    # every object the parent had: frozen, they are left alone
+    gc.freeze()
     try:
         for process in processes:
             process.start()
+        gc.unfreeze()
         for process in processes:
             process.join()
     except BaseException:  # a signal, or the parent failed: its workers must not go on
@@ -273,6 +280,7 @@ def run_processes(configs: list[JobConfig], results: list[Path]) -> list[dict[st
         if not received:
             raise
     finally:
+        gc.unfreeze()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     if received:
@@ -290,6 +298,13 @@ def run_processes(configs: list[JobConfig], results: list[Path]) -> list[dict[st
 
 class _Stop(Exception):
     """Raised in the parent by a signal, to leave the wait for its workers at once."""
+
+
+def part_table_limit(config: JobConfig, plan: RowPlan) -> int | None:
+    """A part's --max-report-rows: the run's when the whole keeps its rows[] table, else 0
+    (no part builds or sends a table the merge would drop)."""
+    limit = config.max_report_rows
+    return limit if limit is None or plan.rows <= limit else 0
 
 
 def available_cores() -> int:
@@ -377,13 +392,14 @@ def run_workers(
                 replace(
                     c,
                     source=part_source(plan, k, workers, ignore_unknown=ignore),
-                    max_report_rows=config.max_report_rows,
+                    max_report_rows=part_table_limit(config, plan),
                 )
                 for k, c in zip(shards, configs, strict=True)
             ]
         try:
             results = run_processes(configs, [Path(tmp) / f"result-{k}.json" for k in shards])
-            facts = {"workers": workers}
+            # the parent's serial part: from the last worker's end to the report written
+            facts: dict[str, Any] = {"workers": workers, "mergeStarted": time.perf_counter()}
             if plan is None:
                 return finish(config, partials, results, started, facts, rows)
             raise_shard_error(results)
