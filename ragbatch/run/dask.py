@@ -161,10 +161,10 @@ def run_on_dask(config: JobConfig, parts: int, client: distributed.Client) -> Jo
     seed = read_entries(config.cache_dir) if config.provider != "mock" else []
     # one object on every worker (a list given to scatter would become one future an item)
     seeded = client.scatter([seed], broadcast=True)[0] if seed else None  # type: ignore[no-untyped-call]
-    futures = [
-        client.submit(run_part, _task_config(config, s, k, parts, table), seeded, pure=False)
-        for k, s in enumerate(sources, start=1)
-    ]
+    configs = [_task_config(config, s, k, parts, table) for k, s in enumerate(sources, start=1)]
+    # the rows travel as data, not inside the task graph (the scheduler keeps graphs small)
+    scattered = client.scatter(configs)  # type: ignore[no-untyped-call]
+    futures = [client.submit(run_part, c, seeded, pure=False) for c in scattered]
     try:
         results: list[dict[str, Any]] = client.gather(futures)  # type: ignore[no-untyped-call]
     finally:
