@@ -1,7 +1,7 @@
 """The live client's ceiling: rows/s against ideal and client CPU per row, by concurrency.
 
     python bench/bench_ceiling.py [--concurrency 32,64,128,256,512] [--latency-ms 250]
-        [--rows 8000] [--waves 32] [--case 32:200:3200] [--reference REV] [--httpx2]
+        [--rows 8000] [--waves 32] [--case 32:200:3200] [--reference REV]
         [--without-sniffio] [--no-replay]
 
 A lean asyncio loopback server (raw asyncio streams, HTTP/1.1 keep-alive, a valid Jev reply
@@ -15,14 +15,23 @@ row, rows of 3 contexts: 8 questions); its user+sys CPU is the whole process's (
 * ``--case C:MS:ROWS`` adds runs at other latencies (default: the issue's 32 at 200 ms, 3,200
   rows); the sweep runs min(--rows, --waves x concurrency) rows at each concurrency.
 * ``--reference REV`` also runs the package as it was at git revision REV (``git archive``
-  into a temporary directory, same interpreter), in the same run, and prints the ratios.
-* ``--httpx2`` also runs this package with Jev's client swapped for an ``httpx2.AsyncClient``
-  (its O(N+M) pool, no transport of ours): the evaluation of httpx2 as a replacement.
+  into a temporary directory, same interpreter), in the same run, and prints the ratios;
+  REV may also be a directory that holds such a ``ragbatch`` package (no git needed).
 * ``--without-sniffio`` runs every client as if sniffio were not installed (anyio >= 4.11
   no longer pulls it in): ``import sniffio`` then fails after a real search of sys.path
   outside site-packages, as it does on such an interpreter.
+* ``--repeat N`` runs every case N times, each time starting with another stack, and
+  prints the median ratios (each taken within one repetition).
 * After the sweep, each stack replays its 256-concurrency cache ``--offline`` (warm-cache
   rows/s).
+* The **floor** (``bench/floor_client.py``) runs in the same run as ragbatch at every case:
+  the least a useful client does (read the JSONL, build the body ragbatch sends, POST it with
+  one ``aiohttp.ClientSession`` at the same concurrency, parse the reply with orjson, write a
+  JSON line a row); its bodies are checked byte-identical to ragbatch's ``build_request``
+  first. Each stack's line ends with its CPU a row and rows/s as ratios to the floor's; a
+  one-row run of each stack gives its start-up CPU, and the marginal CPU a row is the whole
+  run less that, over the other rows. The replay floor reads the cache entries, decodes them
+  and writes a line a row: ``--offline`` is compared with it.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import os
 import random
 import resource
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,6 +58,8 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.synth import sentence
+
+FLOOR = Path(__file__).resolve().parent / "floor_client.py"
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "bench-key"
@@ -67,16 +79,25 @@ class _NoSniffio:
         raise ModuleNotFoundError("No module named 'sniffio'", name=name)
 sys.meta_path.insert(0, _NoSniffio)
 """
-# The ``httpx2`` stack: this package with Jev's client replaced by an ``httpx2.AsyncClient``
-# on its own pool (no limit on connections). Throughput only: httpx2's exceptions are not
-# httpx's, so a failed call would not be mapped to a failure kind (the bench has none).
-HTTPX2 = """
-import httpx2, ragbatch.providers.jev as jev
-def _client(base_url, timeout):
-    limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
-    return httpx2.AsyncClient(base_url=base_url, timeout=timeout, limits=limits)
-jev.LeanClient = _client
+# Run with the ragbatch under test on sys.path: the model and questions of the bench rows
+# requests, and a check that the floor client's bodies equal ragbatch's for every row.
+CAPTURE = """
+import orjson, sys
+sys.path.insert(0, {floor_dir!r})
+from floor_client import body_for
+from ragbatch.core._questions import build_request
+from ragbatch.data._jsonl import JsonlReader
+raw = open({dataset!r}, "rb").read().splitlines()
+template = None
+for line, row in zip(raw, JsonlReader({dataset!r})):
+    request = build_request(row, {model!r})
+    if template is None:
+        template = {{"model": request.model, "questions": request.model_dump(
+            mode="json", exclude_none=True)["questions"]}}
+    assert body_for(orjson.loads(line), template) == request.body(), row.id
+open({out!r}, "wb").write(orjson.dumps(template))
 """
+FLOOR_STACK = "floor"
 LAUNCH = """
 import runpy, sys
 sys.argv = ["ragbatch", *sys.argv[1:]]
@@ -244,6 +265,25 @@ class Run:
     def whole_rate(self) -> float:
         return self.rows / self.wall_s
 
+    def marginal_ms(self, startup_cpu_s: float) -> float:
+        """CPU a row beyond start-up: the whole run less a one-row run, over the other rows."""
+        return (self.cpu_s - startup_cpu_s) / max(self.rows - 1, 1) * 1000
+
+    def versus(self, floor: Run, startup: dict[str, float]) -> str:
+        """This stack's CPU a row and rows/s as ratios to the floor's, and its marginal CPU."""
+        base = self.stack.removeprefix("replay ")
+        floor_base = floor.stack.removeprefix("replay ")
+        own, low = startup.get(base), startup.get(floor_base)
+        marginal = ""
+        if own is not None and low is not None:
+            mine, theirs = self.marginal_ms(own), floor.marginal_ms(low)
+            marginal = f"; marginal {mine:.2f} vs {theirs:.2f} ms/row = {mine / theirs:.2f}x"
+        return (
+            f"  {self.stack} / {floor.stack}: CPU a row {self.cpu_s / floor.cpu_s:.2f}x, "
+            f"rows/s {self.run_rate / floor.run_rate:.2f}x (run), "
+            f"{self.whole_rate / floor.whole_rate:.2f}x (whole){marginal}"
+        )
+
     def line(self, reference: Run | None) -> str:
         if self.stack.startswith("replay"):  # no service latency: no ideal
             return (
@@ -278,6 +318,7 @@ class Bench:
         self.without_sniffio = without_sniffio
         self.servers: dict[float, ServerProcess] = {}
         self.datasets: dict[int, Path] = {}
+        self.replayed = "this"  # the stack whose cache the replay floor reads
         (tmp / "cwd").mkdir()
 
     def server(self, latency_ms: float) -> ServerProcess:
@@ -292,51 +333,95 @@ class Bench:
 
     def client(self, stack: str, args: list[str]) -> tuple[float, float, int]:
         """Wall seconds, user+sys CPU seconds and the exit code of one ``ragbatch`` process."""
-        prelude = (NO_SNIFFIO if self.without_sniffio else "") + (
-            HTTPX2 if stack == "httpx2" else ""
-        )
+        if stack == FLOOR_STACK:
+            return self.process([str(FLOOR), *args], {})
+        prelude = NO_SNIFFIO if self.without_sniffio else ""
         entry = ["-c", prelude + LAUNCH] if prelude else ["-m", "ragbatch"]
-        env = {**os.environ, "PYTHONPATH": str(self.stacks[stack])}
+        return self.process([*entry, "run", *args], self.pythonpath(stack))
+
+    def pythonpath(self, stack: str) -> dict[str, str]:
+        """The stack's package first, then whatever PYTHONPATH already names (its libraries)."""
+        rest = os.environ.get("PYTHONPATH")
+        return {"PYTHONPATH": os.pathsep.join([str(self.stacks[stack]), *([rest] if rest else [])])}
+
+    def process(self, argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
         started = time.perf_counter()
         # A neutral working directory: with ``-m`` the current one comes first on sys.path.
         process = subprocess.Popen(
-            [sys.executable, *entry, "run", *args], env=env, cwd=self.tmp / "cwd"
+            [sys.executable, *argv], env={**os.environ, **env}, cwd=self.tmp / "cwd"
         )
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
         process.returncode = os.waitstatus_to_exitcode(status)
         return wall, usage.ru_utime + usage.ru_stime, process.returncode
 
+    def template(self, rows: int) -> Path:
+        """The model and questions ragbatch sends for the bench rows, from its own
+        ``build_request``; checks that the floor's bodies are byte-identical to ragbatch's."""
+        path = self.tmp / f"template-{rows}.json"
+        if path.exists():
+            return path
+        code = CAPTURE.format(
+            floor_dir=str(FLOOR.parent), dataset=str(self.dataset(rows)), model=MODEL,
+            out=str(path),
+        )  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-c", code], env={**os.environ, **self.pythonpath("this")},
+            cwd=self.tmp / "cwd", check=True,
+        )  # fmt: skip
+        return path
+
     def origin(self, stack: str) -> str:
         """Where a client process of ``stack`` imports ragbatch from (printed as a check)."""
-        env = {**os.environ, "PYTHONPATH": str(self.stacks[stack])}
-        code = "import ragbatch.providers.transport as t; print(t.__file__)"
+        env = {**os.environ, **self.pythonpath(stack)}
+        if stack == FLOOR_STACK:
+            return str(FLOOR)
+        code = "import ragbatch; print(ragbatch.__file__)"
         return subprocess.run(
             [sys.executable, "-c", code], env=env, cwd=self.tmp / "cwd",
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
 
     def run(
-        self, stack: str, concurrency: int, latency_ms: float, rows: int, offline: bool = False
+        self,
+        stack: str,
+        concurrency: int,
+        latency_ms: float,
+        rows: int,
+        offline: bool = False,
+        repetition: int = 0,
     ) -> Run:
         server = self.server(latency_ms)
-        tag = f"{stack}-{concurrency}-{latency_ms:g}-{rows}"
+        tag = f"{stack}-{concurrency}-{latency_ms:g}-{rows}-{repetition}"
         record = self.tmp / f"record-{tag}{'-offline' if offline else ''}.json"
-        args = [
-            str(self.dataset(rows)), "--provider", "jev", "--model", MODEL,
-            "--base-url", server.url, "--api-key", KEY, "--cache-dir", str(self.tmp / tag),
-            "--concurrency", str(concurrency), "--out", str(self.tmp / "report.json"),
-            "--run-record", str(record), "--quiet",
-            "--pricing", str(ROOT / "pricing/typesafe-2026-12.json"),
-            *(["--offline"] if offline else []),
-        ]  # fmt: skip
+        cache = self.tmp / tag
+        if stack == FLOOR_STACK:
+            out = str(self.tmp / "floor-rows.jsonl")
+            if offline:
+                replayed = self.tmp / f"{self.replayed}-{concurrency}-{latency_ms:g}-{rows}-0"
+                args = ["replay", str(replayed)]
+            else:
+                args = [
+                    "live", str(self.dataset(rows)), str(self.template(rows)), server.url, KEY,
+                    str(concurrency),
+                ]  # fmt: skip
+            args += [out, str(record)]
+        else:
+            args = [
+                str(self.dataset(rows)), "--provider", "jev", "--model", MODEL,
+                "--base-url", server.url, "--api-key", KEY, "--cache-dir", str(cache),
+                "--concurrency", str(concurrency), "--out", str(self.tmp / "report.json"),
+                "--run-record", str(record), "--quiet",
+                "--pricing", str(ROOT / "pricing/typesafe-2026-12.json"),
+                *(["--offline"] if offline else []),
+            ]  # fmt: skip
         server.stats()
         server_before = server.cpu_s()
         wall, cpu, code = self.client(stack, args)
         server_cpu = server.cpu_s() - server_before
         seen = server.stats()
         if code != 0:
-            raise SystemExit(f"ragbatch exited {code} ({stack}, concurrency {concurrency})")
+            raise SystemExit(f"{stack} exited {code} (concurrency {concurrency})")
         data = orjson.loads(record.read_bytes())
         assert data["rows"] == rows, data["rows"]
         return Run(
@@ -352,6 +437,10 @@ class Bench:
             server_cpu_ms=server_cpu / max(seen["requests"], 1) * 1000,
         )
 
+    def startup(self, stack: str, latency_ms: float) -> float:
+        """CPU seconds of a one-row run (imports, set-up and one call)."""
+        return self.run(stack, 1, latency_ms, 1).cpu_s
+
     def close(self) -> None:
         for server in self.servers.values():
             server.stop()
@@ -365,6 +454,25 @@ def archive(rev: str, into: Path) -> Path:
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
     return into
+
+
+def medians(paired: dict[tuple[int, float, int], list[dict[str, Run]]], reference: str) -> str:
+    """Median ratios over the repetitions: each stack to the floor, and ``this`` to the
+    reference, each ratio taken within one repetition (the same moment's load)."""
+    lines = ["medians over the repetitions (ratios within each repetition):"]
+    for (concurrency, latency, rows), runs in paired.items():
+        lines.append(f"{concurrency} in flight, {latency:g} ms, {rows} rows:")
+        pairs = [(n, FLOOR_STACK) for n in runs[0] if n != FLOOR_STACK]
+        if reference:
+            pairs.append(("this", reference))
+        for mine, theirs in pairs:
+            cpu = statistics.median(r[mine].cpu_s / r[theirs].cpu_s for r in runs)
+            rate = statistics.median(r[mine].run_rate / r[theirs].run_rate for r in runs)
+            spread = ", ".join(f"{r[mine].run_rate / r[theirs].run_rate:.2f}" for r in runs)
+            lines.append(
+                f"  {mine} / {theirs}: CPU a row {cpu:.2f}x, rows/s {rate:.2f}x ({spread})"
+            )
+    return "\n".join(lines)
 
 
 def parse_case(text: str) -> tuple[int, float, int]:
@@ -382,8 +490,8 @@ def main() -> None:
     parser.add_argument("--case", action="append", type=parse_case)
     parser.add_argument("--reference", metavar="REV")
     parser.add_argument("--without-sniffio", action="store_true")
-    parser.add_argument("--httpx2", action="store_true", help="also run the httpx2 stack")
     parser.add_argument("--no-replay", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1, help="repetitions, order rotated")
     args = parser.parse_args()
     if args.serve:
         asyncio.run(serve(args.latency_ms / 1000))
@@ -397,27 +505,67 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="bench-ceiling-") as tmp_name:
         tmp = Path(tmp_name)
-        stacks = {"this": ROOT}
-        if args.httpx2:
-            stacks["httpx2"] = ROOT
-        if args.reference:
+        stacks = {FLOOR_STACK: FLOOR, "this": ROOT}
+        if args.reference and Path(args.reference).is_dir():  # a package tree already there
+            stacks[Path(args.reference).name] = Path(args.reference).resolve()
+            args.reference = Path(args.reference).name
+        elif args.reference:
             stacks[args.reference] = archive(args.reference, tmp / "reference")
         bench = Bench(tmp, stacks, args.without_sniffio)
         for name in stacks:
             print(f"stack {name}: {bench.origin(name)}")
-        print(HEADER + (" this vs reference |" if args.reference else ""))
-        print("|---" * (11 + bool(args.reference)) + "|")
         try:
-            for concurrency, latency, rows in cases:
-                results = {name: bench.run(name, concurrency, latency, rows) for name in stacks}
-                for name, result in results.items():
-                    reference = results.get(args.reference) if name == "this" else None
-                    print(result.line(reference), flush=True)
+            startup = {name: bench.startup(name, cases[0][1]) for name in stacks}
+            print(
+                "start-up CPU (a one-row run): "
+                + ", ".join(
+                    f"{name} {cpu:.2f} s ({cpu / startup[FLOOR_STACK]:.2f}x the floor)"
+                    for name, cpu in startup.items()
+                )
+            )
+            print(HEADER + (" this vs reference |" if args.reference else ""))
+            print("|---" * (11 + bool(args.reference)) + "|")
+            versus: list[str] = []
+            paired: dict[tuple[int, float, int], list[dict[str, Run]]] = {}
+            for repetition in range(args.repeat):
+                for concurrency, latency, rows in cases:
+                    # each repetition starts with another stack: none always runs first
+                    names = list(stacks)
+                    turn = repetition % len(names)
+                    results = {
+                        name: bench.run(name, concurrency, latency, rows, repetition=repetition)
+                        for name in names[turn:] + names[:turn]
+                    }
+                    paired.setdefault((concurrency, latency, rows), []).append(results)
+                    for name in stacks:
+                        reference = results.get(args.reference) if name == "this" else None
+                        print(results[name].line(reference), flush=True)
+                    floor = results[FLOOR_STACK]
+                    versus += [
+                        f"{concurrency} in flight, {latency:g} ms, {rows} rows"
+                        f" (repetition {repetition + 1}):",
+                        f"  floor: CPU {floor.cpu_s / rows * 1000:.2f} ms/row, marginal "
+                        f"{floor.marginal_ms(startup[FLOOR_STACK]):.2f} ms/row, "
+                        f"{floor.run_rate / floor.ideal:.2f} of ideal",
+                    ]
+                    versus += [
+                        results[n].versus(floor, startup) for n in stacks if n != FLOOR_STACK
+                    ]
+            if args.repeat > 1:
+                versus.append(medians(paired, args.reference))
             if not args.no_replay and 256 in sweep:
                 rows = min(args.rows, args.waves * 256)
-                for name in stacks:
-                    if name != "httpx2":  # replays send nothing: the same code as "this"
-                        print(bench.run(name, 256, args.latency_ms, rows, offline=True).line(None))
+                replays = {
+                    name: bench.run(name, 256, args.latency_ms, rows, offline=True)
+                    for name in stacks
+                }
+                for result in replays.values():
+                    print(result.line(None))
+                floor = replays[FLOOR_STACK]
+                versus.append(f"warm replay, {rows} rows (the floor reads this stack's cache):")
+                versus += [r.versus(floor, {}) for n, r in replays.items() if n != FLOOR_STACK]
+            print("\nratios to the floor (same run):")
+            print("\n".join(versus))
         finally:
             bench.close()
     usage = resource.getrusage(resource.RUSAGE_SELF)

@@ -34,7 +34,7 @@ from bench.cpu import become_subreaper, measure
 from bench.synth import write_dataset
 
 UNCAPPED = (
-    "import sys; from ragbatch.run import workers; workers.available_cores = lambda: 1024;"
+    "import sys; from ragbatch.run import _workers; _workers.available_cores = lambda: 1024;"
     " from ragbatch.cli import main; sys.argv[0] = 'ragbatch'; main()"
 )
 
@@ -94,13 +94,13 @@ def dask_case(data: Path, tmp: Path, n: int, rows: int, base: tuple[float, float
     the job code imported on each) before the clock: a long-lived cluster's case. The CPU is
     this process's (client and scheduler) plus every worker process's, read before and after.
     """
-    from ragbatch.run.dask import local_cluster, run_on_dask
-    from ragbatch.run.job import JobConfig
+    from ragbatch.distributed import local_cluster, run_on_dask
+    from ragbatch.run import RunOptions
 
     out, rows_out = tmp / f"dask{n}.json", tmp / f"dask{n}.jsonl"
-    config = JobConfig(dataset=data, out=out, rows_out=rows_out, max_report_rows=1000)
+    config = RunOptions.of(dataset=data, out=out, rows_out=rows_out, max_report_rows=1000)
     with local_cluster(n) as client:
-        client.run(importlib.import_module, "ragbatch.run.dask")
+        client.run(importlib.import_module, "ragbatch.run._dask")
         pids = list(client.run(os.getpid).values())
         procs = [psutil.Process(pid) for pid in pids]
         before = sum(sum(p.cpu_times()[:2]) for p in procs) + self_cpu()

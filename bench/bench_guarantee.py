@@ -1,133 +1,133 @@
-"""Does the calibrated guarantee hold on rows the fit never saw? Seeded replications.
+"""Does the calibrated guarantee hold, and what does it cost? Seeded replications.
 
-Each replication draws a fresh labelled set from a perfectly calibrated judge
-(:mod:`bench.calibrated`), runs ``calibrate`` on it (Learn-then-Test: fit on one half,
-certify on the other), and applies the policy to a second, independent fresh set. It prints,
-per judge shape, the coverage and risk the policy gets on the fresh rows and the share of
-replications whose fresh-row risk exceeded the target; that share must stay at about
-``1 - confidence`` or below.
+For every judge shape of :mod:`bench.judges` (calibrated, over-confident, errors concentrated
+in groundedness, U-shaped) and every labelled-set size, each replication draws a fresh
+labelled set, runs ``calibrate_report`` as the CLI calls it, and applies the policy to one
+pool of fresh rows per shape (100k by default: a stand-in for the deployment population).
+Printed per cell:
 
-References measured in the same run, on the same rows:
+- ``refused``: the share of replications where calibration certified nothing;
+- ``exceed``: the share of replications that certified a policy whose fresh-pool risk is
+  above the target: what the guarantee bounds by 1 - confidence (a refusal never exceeds);
+  and the same share among answered replications, a stricter figure the guarantee does not
+  promise;
+- ``coverage``: the mean fresh-pool coverage of answered replications, and as a share of the
+  hindsight ``oracle``: the global (fail, pass) pair of either routing with the most fresh
+  coverage whose fresh risk is within the target, chosen *with* the fresh pool in hand;
+- ``routing``: how many answered replications chose the guarded routing.
 
-- ``oracle``: the symmetric guarded pair (t, 1 - t) with the most fresh-row coverage whose
-  fresh-row risk is within the target, chosen *with* hindsight; coverage is printed as a
-  ratio of it.
-- ``naive``: what ragbatch did before the guarantee: search the thresholds and bound their
-  risk on the same rows (showcase routing, every labelled row), no held-out certification.
-
-Run: ``python -m bench.bench_guarantee --replications 40`` (about 5 s per replication).
+Run: ``python -m bench.bench_guarantee --replications 200`` (the full table, about 20 min
+of one core); ``--sizes 500 --shapes calibrated --replications 40`` for a quick look.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
+from typing import Any
 
-from bench.calibrated import SHAPES, report_rows
-from ragbatch.calibrate.bounds import max_errors
-from ragbatch.calibrate.fit import calibrate
-from ragbatch.calibrate.guarantee import UNIFORM
-from ragbatch.calibrate.policy_file import thresholds_of
-from ragbatch.calibrate.rules import DECIDE, signals_of, uniform
-from ragbatch.calibrate.search import Sample, count, fit
-from ragbatch.core.errors import ConfigError
+import numpy as np
 
-
-def samples(rows: list[dict[str, object]]) -> list[Sample]:
-    return [Sample(signals_of(r), str(r["expected"])) for r in rows]
+from bench.judges import SHAPES, UNCERTAIN, diagnose, draw, report_rows
+from ragbatch.calibrate._fit import calibrate_report
+from ragbatch.calibrate._ladder import STEPS
+from ragbatch.calibrate._policy_file import thresholds_of
+from ragbatch.calibrate._rules import JUDGMENTS
+from ragbatch.core._errors import ConfigError
 
 
-def oracle(fresh: list[Sample], target: float) -> float:
-    """Hindsight: the most coverage of a symmetric guarded pair within target on ``fresh``."""
+def evaluate(
+    answers: np.ndarray, expected: np.ndarray, fail: np.ndarray, pass_: np.ndarray, routing: str
+) -> tuple[float, float]:
+    """(coverage, risk) of a policy on the fresh pool."""
+    d = diagnose(answers, fail, pass_, routing)
+    auto = d != UNCERTAIN
+    n = int(auto.sum())
+    return n / len(d), float((d[auto] != expected[auto]).mean()) if n else 0.0
+
+
+def oracle(answers: np.ndarray, expected: np.ndarray, target: float) -> float:
+    """Hindsight: the most fresh coverage of a global pair within the target."""
+    grid = sorted({*STEPS, *(1 - t for t in STEPS)})
     best = 0.0
-    for t in UNIFORM:
-        n, k = count(fresh, uniform(t, 1 - t), DECIDE["guarded"])
-        if n and k / n <= target:
-            best = max(best, n / len(fresh))
+    for routing in ("guarded", "showcase"):
+        for f in grid:
+            for p in grid:
+                if f >= p:
+                    continue
+                coverage, risk = evaluate(answers, expected, np.full(7, f), np.full(7, p), routing)
+                if coverage > best and risk <= target:
+                    best = coverage
     return best
 
 
-def naive(
-    cal: list[Sample], fresh: list[Sample], target: float, confidence: float
-) -> tuple[float, float] | None:
-    """Fresh-row (coverage, risk) of the showcase search bounded in-sample (None: refused)."""
-    fitted, _ = fit(cal, max_errors(len(cal), target, confidence), None, "showcase")
-    if fitted is None:
-        return None
-    n, k = count(fresh, fitted.thresholds, DECIDE["showcase"])
-    return n / len(fresh), k / n if n else 0.0
+def cell(
+    shape: str, size: int, reps: int, fresh: tuple[np.ndarray, np.ndarray], args: Any
+) -> dict[str, Any]:
+    """One (shape, labelled rows) cell of the table."""
+    answers, expected = fresh
+    refused = exceeded = guarded = 0
+    coverage: list[float] = []
+    for r in range(reps):
+        a, c, e = draw(size, shape, args.seed * 1_000_003 + size * 1009 + r)
+        report = {"rows": report_rows(a, c, e)}
+        try:
+            policy = calibrate_report(report, args.target_risk, args.confidence, seed=r)
+        except ConfigError:
+            refused += 1
+            continue
+        pairs = thresholds_of(policy)
+        fail = np.array([pairs[name][0] for name in JUDGMENTS])
+        pass_ = np.array([pairs[name][1] for name in JUDGMENTS])
+        cov, risk = evaluate(answers, expected, fail, pass_, policy.routing)
+        coverage.append(cov)
+        exceeded += risk > args.target_risk
+        guarded += policy.routing == "guarded"
+    answered = reps - refused
+    return {
+        "refused": refused / reps,
+        "exceed": exceeded / reps,
+        "exceed_answered": exceeded / answered if answered else 0.0,
+        "coverage": float(np.mean(coverage)) if coverage else 0.0,
+        "guarded": guarded,
+        "answered": answered,
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replications", type=int, default=40)
-    parser.add_argument("--rows", type=int, default=4000, help="labelled rows to calibrate on")
-    parser.add_argument("--fresh", type=int, default=4000, help="fresh rows to check on")
-    parser.add_argument("--shape", choices=[*sorted(SHAPES), "all"], default="all")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--replications", type=int, default=200)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 2000])
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
+    parser.add_argument("--fresh", type=int, default=100_000, help="fresh rows per shape")
     parser.add_argument("--target-risk", type=float, default=0.05)
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    target, confidence = args.target_risk, args.confidence
-    shapes = sorted(SHAPES) if args.shape == "all" else [args.shape]
     print(
-        f"target risk {target}, confidence {confidence}, {args.replications} replications, "
-        f"{args.rows} labelled + {args.fresh} fresh rows each"
+        f"target risk {args.target_risk}, confidence {args.confidence}, "
+        f"{args.replications} replications per cell, {args.fresh:,} fresh rows per shape\n"
     )
-    for shape in shapes:
-        coverage, risk, ratio, naive_risk, naive_coverage = [], [], [], [], []
-        refused = exceeded = naive_exceeded = naive_refused = 0
-        started = time.process_time()
-        for r in range(args.replications):
-            seed = args.seed * 100_003 + r
-            cal_rows = report_rows(args.rows, seed, shape, "cal")
-            fresh = samples(report_rows(args.fresh, seed + 50_000, shape, "fresh"))
-            best = oracle(fresh, target)
-            try:
-                policy = calibrate(cal_rows, target, confidence, seed=r)
-            except ConfigError:
-                refused += 1
-                coverage.append(0.0)
-                ratio.append(0.0)
-            else:
-                n, k = count(fresh, thresholds_of(policy), DECIDE[policy.routing])
-                coverage.append(n / len(fresh))
-                ratio.append(n / len(fresh) / best if best else 0.0)
-                if n:
-                    risk.append(k / n)
-                    exceeded += k / n > target
-            found = naive(samples(cal_rows), fresh, target, confidence)
-            if found is None:
-                naive_refused += 1
-            else:
-                naive_coverage.append(found[0])
-                naive_risk.append(found[1])
-                naive_exceeded += found[1] > target
-        cpu = (time.process_time() - started) / args.replications
-        reps = args.replications
-        print(f"\n{shape} judge ({cpu:.1f} s CPU per replication)")
-        print(
-            f"  calibrated: fresh coverage mean {statistics.mean(coverage):.3f} "
-            f"(min {min(coverage):.3f}, max {max(coverage):.3f}), "
-            f"{statistics.mean(ratio):.2f} of the hindsight oracle's; refused {refused}/{reps}"
-        )
-        if risk:
+    print(
+        "| judge | labels | refused | exceedance (all / answered) | fresh coverage | oracle "
+        "| ratio | guarded |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for shape in args.shapes:
+        a, _, e = draw(args.fresh, shape, 999_999)
+        best = oracle(a, e, args.target_risk)
+        for size in args.sizes:
+            started = time.process_time()
+            out = cell(shape, size, args.replications, (a, e), args)
+            cpu = (time.process_time() - started) / args.replications
+            ratio = out["coverage"] / best if best else 0.0
             print(
-                f"  calibrated: fresh risk mean {statistics.mean(risk):.4f}, max {max(risk):.4f}; "
-                f"exceeded the target in {exceeded}/{len(risk)} = {exceeded / len(risk):.3f} "
-                f"of replications (must be <= about {1 - confidence:.2f})"
+                f"| {shape} | {size:,} | {out['refused']:.1%} | {out['exceed']:.1%} / "
+                f"{out['exceed_answered']:.1%} "
+                f"| {out['coverage']:.3f} | {best:.3f} | {ratio:.2f} "
+                f"| {out['guarded']}/{out['answered']} |  <!-- {cpu:.2f} s CPU/rep -->",
+                flush=True,
             )
-        if naive_risk:
-            print(
-                f"  naive (bound on the searched rows, showcase): fresh coverage mean "
-                f"{statistics.mean(naive_coverage):.3f}, risk mean "
-                f"{statistics.mean(naive_risk):.4f}; exceeded the target in "
-                f"{naive_exceeded}/{len(naive_risk)} = {naive_exceeded / len(naive_risk):.3f}; "
-                f"refused {naive_refused}/{reps}"
-            )
-        else:
-            print(f"  naive (bound on the searched rows, showcase): refused {naive_refused}/{reps}")
 
 
 if __name__ == "__main__":

@@ -22,9 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.synth import write_dataset
-from ragbatch.core.questions import build_request
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.run.job import JobConfig, JobResult, run_job
+from ragbatch.core._questions import build_request
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.run._config import JobResult
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 from ragbatch.testing.jev_server import count_input_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,9 +36,10 @@ MODEL = "jev-1.13.0"
 
 def live_config(
     data: Path, url: str, cache: Path, concurrency: int, mode: str = "use"
-) -> JobConfig:
+) -> RunOptions:
     """A live-Jev job against the loopback server at ``url`` (no report file)."""
-    return JobConfig(
+    return RunOptions.of(
+        quiet=True,
         dataset=data,
         out=None,
         provider="jev",
@@ -44,7 +47,9 @@ def live_config(
         base_url=url,
         api_key=KEY,
         cache_dir=cache,
-        cache_mode=mode,  # type: ignore[arg-type]
+        offline=mode == "offline",
+        refresh=mode == "refresh",
+        no_cache=mode == "off",
         concurrency=concurrency,
         pricing=ROOT / "pricing/typesafe-2026-12.json",
     )
@@ -56,7 +61,7 @@ def job(data: Path, url: str, cache: Path, concurrency: int, mode: str = "use") 
 
 def single_question_tokens(data: Path) -> int:
     total = 0
-    for row in DatasetReader(data):
+    for row in JsonlReader(data):
         request = build_request(row, MODEL)
         for qid, question in request.questions.items():
             total += count_input_tokens(request.state, {qid: question.model_dump(mode="json")})

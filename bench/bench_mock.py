@@ -17,8 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.synth import write_dataset
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.run.job import JobConfig, run_job
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,9 +32,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = write_dataset(Path(tmp) / "synth.jsonl", args.rows)
         started = time.perf_counter()
-        parsed = sum(1 for _ in DatasetReader(data))
+        parsed = sum(1 for _ in JsonlReader(data))
         parse_rate = parsed / (time.perf_counter() - started)
-        config = JobConfig(
+        config = RunOptions.of(
+            quiet=True,
             dataset=data,
             out=Path(tmp) / "report.json",
             concurrency=args.concurrency,

@@ -41,13 +41,13 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.synth import write_small_dataset
-from ragbatch.core.provider import Reply
-from ragbatch.core.questions import build_request, estimate_input_tokens
-from ragbatch.core.schema import TokenUsage
-from ragbatch.core.wire import NoulAnswer, request_key
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.providers.cache import ReplyCache, encode_entry
-from ragbatch.providers.jev import ENDPOINT
+from ragbatch.core._provider import Reply
+from ragbatch.core._questions import build_request, estimate_input_tokens
+from ragbatch.core._schema import TokenUsage
+from ragbatch.core._wire import NoulAnswer, request_key
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.providers._jev import ENDPOINT
+from ragbatch.providers.cache._replies import ReplyCache, encode_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "jev-1.13.0"
@@ -70,7 +70,7 @@ def warm_cache(dataset: Path, cache_dir: Path) -> int:
     cache = ReplyCache(cache_dir)
     try:
         written = 0
-        for row in DatasetReader(dataset):
+        for row in JsonlReader(dataset):
             request = build_request(row, MODEL)
             key = request_key(ENDPOINT, request)
             reply = reply_for(key, list(request.questions), estimate_input_tokens(request))

@@ -26,9 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_live import KEY, live_config
 from bench.synth import write_dataset
-from ragbatch.run.dask import local_cluster, run_on_dask
-from ragbatch.run.job import JobResult, run_job
-from ragbatch.run.workers import run_workers
+from ragbatch.run._config import JobResult
+from ragbatch.run._dask import local_cluster, run_on_dask
+from ragbatch.run._job import run_job
+from ragbatch.run._workers import run_workers
 
 
 def line(name: str, result: JobResult, base: JobResult | None, server_cpu: float) -> str:

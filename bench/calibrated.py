@@ -3,7 +3,7 @@
 Every Jev probability is drawn from a U-shaped Beta distribution (real judges answer mostly
 near 0 or 1), every label is drawn from its own probability (so the judge is calibrated by
 construction), and the expected diagnosis is derived from the labels by the precedence table
-(rag-semantics §2). The rows hold no real data: questions, passages and answers are
+(docs/semantics.md §2). The rows hold no real data: questions, passages and answers are
 placeholders. ``datasets/calibration-fixture.jsonl`` is written by::
 
     python -m bench.calibrated --rows 4000 --seed 2026 --out datasets/calibration-fixture.jsonl
@@ -59,7 +59,7 @@ BASELINE_ACCURACY = 0.88
 
 
 def expected_diagnosis(labels: dict[str, Any]) -> str:
-    """The precedence table over true labels (rag-semantics §2, rules 1-6 and PASS)."""
+    """The precedence table over true labels (docs/semantics.md §2, rules 1-6 and PASS)."""
     if labels["conflict"]:
         return "CONFLICTING_EVIDENCE"
     if not any(labels["chunks"].values()):
@@ -183,8 +183,8 @@ def report_rows(
 ) -> list[dict[str, Any]]:
     """The rows as a mock-provider report would hold them: Jev's answers, the verdict at the
     default thresholds and the expected diagnosis (what ``ragbatch calibrate`` reads)."""
-    from ragbatch.core.policy import Thresholds, diagnose
-    from ragbatch.core.schema import Judgments
+    from ragbatch.core._policy import Thresholds, diagnose
+    from ragbatch.core._schema import Judgments
 
     out = []
     for r in rows(n, seed, shape, prefix):

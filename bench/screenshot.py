@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.report.html import report_html
-from ragbatch.report.models import Report
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.report._html import report_html
+from ragbatch.report._models import Report
 
 WINDOW = "1400,2400"
 CHROMIUM_FLAGS = [
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--window-size", default=WINDOW, help="WIDTH,HEIGHT in pixels")
     args = parser.parse_args()
     report = Report.model_validate_json(args.report.read_bytes())
-    rows = list(DatasetReader(args.dataset)) if args.dataset else []
+    rows = list(JsonlReader(args.dataset)) if args.dataset else []
     answers = {row.id: row.answer for row in rows} or None
     page = report_html(report, answers, {row.id: row.question for row in rows} or None)
     with tempfile.TemporaryDirectory() as tmp:

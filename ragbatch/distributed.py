@@ -1,8 +1,8 @@
 """Where the README documents the Dask adapter: ``ragbatch.distributed.run_on_dask``.
 
-The code lives in :mod:`ragbatch.run.dask`; this module keeps the documented import path.
+The code lives in :mod:`ragbatch.run._dask`; this module keeps the documented import path.
 """
 
-from ragbatch.run.dask import local_cluster, run_on_dask
+from ragbatch.run import local_cluster, run_on_dask
 
 __all__ = ["local_cluster", "run_on_dask"]

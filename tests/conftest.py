@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ragbatch.run.job import JobConfig
+from ragbatch.run._options import RunOptions
 from ragbatch.testing import JevServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,9 +43,10 @@ def start_jev_server() -> Iterator[Callable[..., JevServer]]:
         server.stop()
 
 
-def job_config(server: JevServer, tmp_path: Path, **changes: Any) -> JobConfig:
+def job_config(server: JevServer, tmp_path: Path, **changes: Any) -> RunOptions:
     """A live-Jev job on the fixture against ``server``, writing under ``tmp_path``."""
-    config = JobConfig(
+    config = RunOptions.of(
+        quiet=True,
         provider="jev",
         base_url=server.base_url,
         api_key=JEV_KEY,
@@ -57,4 +57,4 @@ def job_config(server: JevServer, tmp_path: Path, **changes: Any) -> JobConfig:
         pricing=ROOT / "pricing" / "typesafe-2026-12.json",
         concurrency=8,
     )
-    return dataclasses.replace(config, **changes)
+    return config.replace(**changes)

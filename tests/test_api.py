@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import ragbatch
-from ragbatch.core.errors import DatasetError
+from ragbatch.core._errors import DatasetError
 
 ROOT = Path(__file__).resolve().parent.parent
 

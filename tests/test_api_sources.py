@@ -3,7 +3,6 @@ the per-row DataFrame back (live Jev on the loopback server, committed samples).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from pathlib import Path
@@ -18,11 +17,12 @@ from typer.testing import CliRunner
 
 import ragbatch
 from datasets import Dataset  # type: ignore[attr-defined]  # mypy sees the repo's datasets/ folder
-from ragbatch.api import API_OPTIONS, COLUMNS, check_options
-from ragbatch.cli.app import app
-from ragbatch.core.errors import ConfigError, DatasetError
-from ragbatch.report.models import RowResult
-from ragbatch.run.options import ENVIRONMENT, OPTION_NAMES, RunOptions, job_config
+from ragbatch._api import API_OPTIONS, COLUMNS, check_options
+from ragbatch.cli._app import app
+from ragbatch.core._errors import ConfigError, DatasetError
+from ragbatch.report._models import RowResult
+from ragbatch.run._options import DEFAULTS, ENVIRONMENT, GROUP_OF, OPTION_NAMES
+from ragbatch.run._options import check_options as check_run
 from ragbatch.testing import JevServer
 from ragbatch.testing.jev_server import Fault
 
@@ -63,18 +63,17 @@ def without_latency(rows: list[RowResult]) -> list[RowResult]:
 def test_the_options_are_the_run_commands_parameters_with_its_defaults() -> None:
     params = run_params()
     assert list(params) == list(OPTION_NAMES)
-    defaults = {f.name: f.default for f in dataclasses.fields(RunOptions)}
-    assert {name: p.default for name, p in params.items()} == defaults
+    assert {name: p.default for name, p in params.items()} == DEFAULTS
     assert {n: p.envvar for n, p in params.items() if p.envvar} == ENVIRONMENT
     assert set(API_OPTIONS) == set(OPTION_NAMES) - {"dataset"}
 
 
 @pytest.mark.parametrize("name", sorted(set(OPTION_NAMES) - {"dataset"}))
 def test_every_cli_option_is_accepted_by_name(name: str) -> None:
-    default = dataclasses.fields(RunOptions)[OPTION_NAMES.index(name)].default
+    default = DEFAULTS[name]
     options = check_options({name: default})
-    assert getattr(options, name) == default
-    job_config(options)  # and the job is built from it
+    assert getattr(getattr(options, GROUP_OF[name]), name) == default
+    check_run(options)  # and the run accepts it
 
 
 def test_an_unknown_option_is_a_clear_error_listing_the_valid_ones() -> None:

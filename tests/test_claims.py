@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.core.claims import (
+from ragbatch.cli._app import app
+from ragbatch.core._claims import (
     MISSING_CITATION,
     ClaimResult,
     ClaimSummary,
@@ -25,11 +25,11 @@ from ragbatch.core.claims import (
     claim_result,
     summarize_claims,
 )
-from ragbatch.core.policy import Thresholds, Verdict
-from ragbatch.core.provider import Call, Reply
-from ragbatch.core.schema import Claim, Row
-from ragbatch.providers.mock import MockProvider
-from ragbatch.run.runner import ClaimConfig, judge_row
+from ragbatch.core._policy import Thresholds, Verdict
+from ragbatch.core._provider import Call, Reply
+from ragbatch.core._schema import Claim, Row
+from ragbatch.providers._mock import MockProvider
+from ragbatch.run._runner import ClaimConfig, judge_row
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = {"supported": 0.95, "contradicted": 0.02, "insufficient": 0.02, "not_applicable": 0.01}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
+from ragbatch.cli._app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = '{"id":"a","question":"q","contexts":[{"id":"c1","text":"t"}],"answer":"x"}'
@@ -195,7 +195,7 @@ def test_failed_rows_exit_3_and_are_never_auto(tmp_path: Path) -> None:
 
 
 def test_seen_ids_are_exact_before_and_after_moving_to_disk() -> None:
-    from ragbatch.data.jsonl import SeenIds
+    from ragbatch.data._jsonl import SeenIds
 
     ids = SeenIds(spill=3)
     assert all(ids.add(f"r{i}") for i in range(10))  # past the spill: on disk
@@ -207,16 +207,17 @@ def test_seen_ids_are_exact_before_and_after_moving_to_disk() -> None:
 def test_a_duplicate_far_down_a_large_file_names_its_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ragbatch.data import jsonl as dataset
+    from ragbatch.data import _base as base
+    from ragbatch.data import _jsonl as dataset
 
-    monkeypatch.setattr(dataset, "SPILL_IDS", 5)
+    monkeypatch.setattr(base, "SPILL_IDS", 5)  # SeenIds lives with every reader's base
     lines = [GOOD.replace('"id":"a"', f'"id":"r{i}"') for i in range(20)]
     path = tmp_path / "big.jsonl"
     path.write_text("\n".join([*lines, lines[2]]) + "\n")
-    from ragbatch.core.errors import DatasetError
+    from ragbatch.core._errors import DatasetError
 
     with pytest.raises(DatasetError) as caught:
-        list(dataset.DatasetReader(path))
+        list(dataset.JsonlReader(path))
     assert str(caught.value) == f"{path}:21: duplicate row id 'r2'"
     path.write_text("\n".join(lines) + "\n")
-    assert [row.id for row in dataset.DatasetReader(path)] == [f"r{i}" for i in range(20)]
+    assert [row.id for row in dataset.JsonlReader(path)] == [f"r{i}" for i in range(20)]

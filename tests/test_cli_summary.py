@@ -10,10 +10,10 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.run import workers as worker_processes
-from ragbatch.run.job import JobConfig
-from ragbatch.run.shards import shard_of
+from ragbatch.cli._app import app
+from ragbatch.run import _workers as worker_processes
+from ragbatch.run._options import RunOptions
+from ragbatch.run._shards import shard_of
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "datasets/rag-fixture.jsonl"
@@ -110,7 +110,7 @@ def test_workers_are_capped_at_the_row_count(
     monkeypatch.setattr(worker_processes, "available_cores", lambda: 16)
     small = tmp_path / "three.jsonl"
     small.write_bytes(b"".join(FIXTURE.read_bytes().splitlines(keepends=True)[:3]))
-    config = JobConfig(dataset=small)
+    config = RunOptions.of(quiet=True, dataset=small)
     heard: list[str] = []
     assert worker_processes.cap_workers(config, 8, heard.append) == 3
     assert heard == [

@@ -1,4 +1,10 @@
-"""The pure core imports no I/O library and does no file I/O (checked on the source with ast)."""
+"""The layout, checked on the source with ast (nothing is imported):
+
+- the pure modules (``core``, ``metrics``, ``compare``, ``calibrate`` and the pure modules of
+  the I/O layers) import no I/O library, do no file I/O and import only pure modules;
+- imports point one way, down the ranks below (siblings of one rank never import each other);
+- no module is over 500 lines.
+"""
 
 from __future__ import annotations
 
@@ -27,24 +33,24 @@ PURE = [
     *modules_of("metrics"),
     *modules_of("compare"),
     *modules_of("calibrate"),
-    "ragbatch.report",
-    "ragbatch.report.models",
-    "ragbatch.report.builder",
-    "ragbatch.report.modes",
-    "ragbatch.report.rows",
-    "ragbatch.report.text",
-    "ragbatch.report.tables",
-    "ragbatch.report.markdown",
-    "ragbatch.report.export",
-    "ragbatch.providers",
-    "ragbatch.providers.mock",
-    "ragbatch.providers.baseline",
-    "ragbatch.providers.lexical",
-    "ragbatch.run.budget",
+    "ragbatch.report._models",
+    "ragbatch.report._builder",
+    "ragbatch.report._modes",
+    "ragbatch.report._rows",
+    "ragbatch.report._text",
+    "ragbatch.report._tables",
+    "ragbatch.report._markdown",
+    "ragbatch.report._inference_view",
+    "ragbatch.report._export",
+    "ragbatch.providers._mock",
+    "ragbatch.providers._baseline",
+    "ragbatch.providers._lexical",
+    "ragbatch.run._budget",
 ]
 # The four the style guide names, plus the standard ways to reach files, processes or sockets.
 FORBIDDEN_MODULES = {
     "httpx",
+    "aiohttp",
     "diskcache",
     "anyio",
     "typer",
@@ -99,6 +105,27 @@ def test_pure_module_does_no_io(module: str) -> None:
     assert violations(source, filename) == []
 
 
+def is_package(module: str) -> bool:
+    spec = importlib.util.find_spec(module) if module.startswith("ragbatch.") else None
+    return spec is not None and spec.submodule_search_locations is not None
+
+
+def front_door_sources(package: str, names: list[str]) -> set[str]:
+    """The private modules a package's front door takes ``names`` from (read from its own
+    imports): a pure module that imports a name through the front door of a package that is
+    not pure as a whole depends on the module defining it, not on the package's I/O parts."""
+    source, filename = source_of(package)
+    wanted, found = set(names), set()
+    for node in ast.parse(source, filename=filename).body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                if (alias.asname or alias.name) in wanted:
+                    found.add(node.module)
+                    wanted.discard(alias.asname or alias.name)
+    assert not wanted, f"{package} does not export {sorted(wanted)}"
+    return found
+
+
 @pytest.mark.parametrize("module", PURE)
 def test_pure_module_imports_only_pure_ragbatch_modules(module: str) -> None:
     source, filename = source_of(module)
@@ -110,10 +137,19 @@ def test_pure_module_imports_only_pure_ragbatch_modules(module: str) -> None:
             assert node.level == 0, "use absolute imports"
             if node.module == "ragbatch":
                 imported.update(f"ragbatch.{a.name}" for a in node.names)
+            elif is_package(node.module) and node.module not in PURE:
+                names = [a.name for a in node.names]
+                imported.update(front_door_sources(node.module, names) if names else {node.module})
             else:
                 imported.add(node.module)
     ours = {name for name in imported if name.split(".")[0] == "ragbatch"}
     assert ours <= set(PURE), f"{module} imports non-pure {sorted(ours - set(PURE))}"
+
+
+def test_a_name_through_an_impure_front_door_is_traced_to_its_module() -> None:
+    # guards against a trace that passes everything: the I/O writer is found as impure
+    assert front_door_sources("ragbatch.report", ["RowsWriter"]) == {"ragbatch.report._rows_out"}
+    assert "ragbatch.report._rows_out" not in PURE
 
 
 # -- the checker itself catches what it should ----------------------------------------------------
@@ -148,7 +184,7 @@ def test_checker_catches(snippet: str, expected: str) -> None:
     [
         "import orjson",
         "from pydantic import BaseModel",
-        "from ragbatch.core.errors import ConfigError",
+        "from ragbatch.core._errors import ConfigError",
         "import hashlib, math, fnmatch",
         "reader = opener(x)",
         "x.reopen()",
@@ -162,10 +198,10 @@ def test_checker_allows(snippet: str) -> None:
 def test_io_edges_are_seen_as_impure() -> None:
     # guards against a checker that passes everything: the I/O modules do fail it
     for module in (
-        "ragbatch.run.job",
-        "ragbatch.data.jsonl",
-        "ragbatch.cli.app",
-        "ragbatch.run.runner",
+        "ragbatch.run._job",
+        "ragbatch.data._jsonl",
+        "ragbatch.cli._app",
+        "ragbatch.run._runner",
     ):
         source, filename = source_of(module)
         assert violations(source, filename), module
@@ -176,6 +212,7 @@ def test_io_edges_are_seen_as_impure() -> None:
 # siblings that must not import each other. ``ragbatch`` itself (the lazy API export) is top.
 RANKS = {
     "core": 0,
+    "_files": 0.5,  # the atomic output files every I/O layer writes: above core, below all else
     "providers": 1,
     "data": 1,
     "metrics": 2,
@@ -183,7 +220,7 @@ RANKS = {
     "compare": 4,
     "calibrate": 4,
     "run": 5,
-    "api": 6,
+    "_api": 6,
     "distributed": 6,
     "cli": 7,
     "testing": 7,
@@ -194,7 +231,7 @@ RANKS = {
 
 
 def layer_of(module: str) -> str:
-    """``ragbatch.run.job`` -> ``run``; ``ragbatch`` -> ``""``."""
+    """``ragbatch.run._job`` -> ``run``; ``ragbatch`` -> ``""``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 
@@ -239,10 +276,10 @@ def test_imports_point_down(module: str) -> None:
 
 def test_layer_check_catches_an_upward_import() -> None:
     # guards against a check that passes everything
-    assert upward_imports("ragbatch.core.policy", "from ragbatch.run.job import run_job")
-    assert upward_imports("ragbatch.compare.gate", "from ragbatch.calibrate import fit")
-    assert upward_imports("ragbatch.metrics.scores", "import ragbatch.report.models")
-    assert not upward_imports("ragbatch.run.job", "from ragbatch.core.errors import ConfigError")
+    assert upward_imports("ragbatch.core._policy", "from ragbatch.run._job import run_job")
+    assert upward_imports("ragbatch.compare._gate", "from ragbatch.calibrate import fit")
+    assert upward_imports("ragbatch.metrics._scores", "import ragbatch.report._models")
+    assert not upward_imports("ragbatch.run._job", "from ragbatch.core._errors import ConfigError")
 
 
 def test_core_modules_are_all_checked_for_purity() -> None:
@@ -256,3 +293,50 @@ def test_no_module_over_500_lines() -> None:
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500
     }
     assert long == {}
+
+
+# -- private modules stay private ----------------------------------------------------------------
+# A module named ``_x`` belongs to the package that holds it: only that package's own modules may
+# import it; everyone else goes through the package's front door (its ``__init__``).
+
+
+def private_imports(module: str, source: str) -> list[str]:
+    """Imports of another package's private module, as readable strings."""
+    bad = []
+    for line, name in ragbatch_imports(source):
+        parts = name.split(".")
+        private = [i for i, part in enumerate(parts) if part.startswith("_") and part[:2] != "__"]
+        if not private:
+            continue
+        home = ".".join(parts[: private[0]])
+        if module != home and not module.startswith(home + "."):
+            bad.append(f"line {line}: {module} imports {name}, private to {home}")
+    return bad
+
+
+@pytest.mark.parametrize("module", ALL_MODULES)
+def test_no_module_imports_another_packages_private_module(module: str) -> None:
+    source, _ = source_of(module)
+    assert private_imports(module, source) == []
+
+
+def test_private_import_check_catches_a_reach_inside() -> None:
+    # guards against a check that passes everything
+    assert private_imports("ragbatch.run._job", "from ragbatch.core._errors import ConfigError")
+    assert private_imports(
+        "ragbatch.providers._jev", "from ragbatch.providers.cache._store import X"
+    )
+    assert private_imports("ragbatch.run._job", "import ragbatch.report._html")
+    assert not private_imports("ragbatch.run._job", "from ragbatch.core import ConfigError")
+    assert not private_imports("ragbatch.core._policy", "from ragbatch.core._errors import X")
+    assert not private_imports(
+        "ragbatch.providers.cache._store", "from ragbatch.providers._apikey import R"
+    )
+
+
+def test_every_package_module_but_the_api_is_private() -> None:
+    public = {m for m in ALL_MODULES if not any(p.startswith("_") for p in m.split(".")[1:])}
+    packages = {m for m in public if (ROOT / Path(*m.split(".")) / "__init__.py").exists()}
+    assert public - packages == {"ragbatch.distributed", "ragbatch.pytest_plugin"} | {
+        m for m in public if m.startswith("ragbatch.testing.")
+    }

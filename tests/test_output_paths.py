@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
+from ragbatch.cli._app import app
 from ragbatch.testing import JevServer
 from tests.conftest import JEV_KEY
 
@@ -34,6 +34,9 @@ CASES = {
     "merge --out": (("merge", "{ok}"), "--out", ()),
     "calibrate --out": (("calibrate", REPORT), "--out", ()),
     "audit-sample --out": (("audit-sample", REPORT), "--out", ()),
+    "infer --out": (("infer", REPORT, "--labels", REPORT), "--out", ()),
+    "infer --markdown": (("infer", REPORT, "--labels", REPORT), "--markdown", ()),
+    "infer --html": (("infer", REPORT, "--labels", REPORT), "--html", ()),
     "counterfactual --out": (("counterfactual", DATASET), "--out", ()),
     "schema --out": (("schema",), "--out", ()),
 }

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ragbatch.run.config import DEFAULT_PRICING, PRICING_NAME
+from ragbatch.run._config import DEFAULT_PRICING, PRICING_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 PRICING_BYTES = (ROOT / "pricing" / PRICING_NAME).read_bytes()
@@ -42,7 +42,7 @@ PYTEST11 = (
     "for e in entry_points(group='pytest11'): print(f'{e.name}={e.value}')"
 )
 # modules that only lazy imports reach (the ``html`` extra), and the plugin only pytest loads
-EXTRA_ONLY = {"report/charts.py", "pytest_plugin.py"}
+EXTRA_ONLY = {"report/_charts.py", "pytest_plugin.py"}
 
 
 def names(requirements: list[str]) -> set[str]:

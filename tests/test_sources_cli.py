@@ -10,7 +10,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
+from ragbatch.cli._app import app
 from ragbatch.testing import JevServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,9 +54,9 @@ def rows(data: dict[str, Any]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("sample", "fmt", "expected_ids"),
     [
-        ("ragas-v01.json", "ragas", ["row-2", "row-11", "row-19"]),
-        ("ragas-list.json", "ragas", ["row-2", "row-13"]),
-        ("deepeval-sample.json", "deepeval", ["refund-window", "ship-norway", "row-23"]),
+        ("ragas-v01.json", "ragas", ["row-1", "row-2", "row-3"]),
+        ("ragas-list.json", "ragas", ["row-1", "row-2"]),
+        ("deepeval-sample.json", "deepeval", ["refund-window", "ship-norway", "row-3"]),
         ("deepeval-sample.csv", "deepeval", ["refund-window", "ship-norway"]),
         ("openinference-otlp.json", "openinference", [RESET, INVOICE]),
         ("phoenix-spans.jsonl", "openinference", [WARRANTY, CHARGING]),
@@ -186,3 +186,37 @@ def test_langfuse_traces_go_back_as_scores_on_their_trace_ids(
     assert [row["traceId"] for row in rows(data)] == trace_ids
     # two scores a row (diagnosis, pass), each on its row's trace
     assert [score["traceId"] for score in scores] == [t for t in trace_ids for _ in range(2)]
+
+
+def test_an_import_with_no_fallback_judge_says_so(jev_server: JevServer, tmp_path: Path) -> None:
+    args = [
+        "run",
+        str(SAMPLES / "ragas-sample.jsonl"),
+        "--format",
+        "ragas",
+        "--provider",
+        "jev",
+        "--base-url",
+        jev_server.base_url,
+        "--model",
+        "jev-1.13.0",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--out",
+        str(tmp_path / "r.json"),
+        "--pricing",
+        str(PRICING),
+        "--fail-threshold",
+        "0.0001",
+        "--pass-threshold",
+        "0.9999",
+    ]  # fmt: skip  (thresholds no reply reaches: every row goes to the fallback judge)
+    result = CliRunner().invoke(app, args, env={"TYPESAFE_API_KEY": KEY})
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  fallback rate"))
+    assert lines[start + 1 : start + 3] == [
+        "  no fallback judge was available: every baseline call failed (no-baseline 5), so no "
+        "row was judged by the fallback;",
+        "    the cascade's accuracy covers only the rows Jev decided, and the rows it routed "
+        "to the fallback count as cascade failures",
+    ]

@@ -7,3 +7,32 @@ stratified audit sample with judge-human agreement (``audit``).
 
 Pure (works on parsed reports, returns bytes). May import ``metrics`` and ``core``.
 """
+
+from __future__ import annotations
+
+# The front door: what other packages use (the modules behind it are private).
+from ragbatch.calibrate._audit import (
+    agreement,
+    audit_sample,
+    instructions_line,
+    jsonl_bytes,
+    row_texts,
+    sample_header,
+)
+from ragbatch.calibrate._policy_file import PolicyFile, load_policy, policy_bytes, thresholds_of
+from ragbatch.calibrate._summary import calibrate_targets, summary
+
+__all__ = [
+    "PolicyFile",
+    "agreement",
+    "audit_sample",
+    "calibrate_targets",
+    "instructions_line",
+    "jsonl_bytes",
+    "load_policy",
+    "policy_bytes",
+    "row_texts",
+    "sample_header",
+    "summary",
+    "thresholds_of",
+]

@@ -1,4 +1,48 @@
-"""Two reports side by side: the CI gate, the diff and distribution drift.
+"""Two reports side by side (the CI gate, the diff, distribution drift), and one report
+against human labels (``inference``: corrected rates; ``inference_gate``: the gate on them).
 
-Pure: works on parsed report JSON. May import ``metrics`` and ``core``.
+Pure: works on parsed report JSON or the typed report. May import ``report`` (its models),
+``metrics`` and ``core``.
 """
+
+from __future__ import annotations
+
+# The front door: what other packages use (the modules behind it are private).
+from ragbatch.compare._drift import distribution_drift, drift_markdown
+from ragbatch.compare._gate import (
+    GateResult,
+    Rule,
+    diff_markdown,
+    diff_reports,
+    gate,
+    gate_junit,
+    gate_markdown,
+    parse_rules,
+)
+from ragbatch.compare._inference import JEV_ONLY, infer, judge_failure_rates
+from ragbatch.compare._inference_gate import (
+    DEFAULT_MAX_RISE,
+    CorrectedGate,
+    corrected_gate,
+    corrected_markdown,
+)
+
+__all__ = [
+    "DEFAULT_MAX_RISE",
+    "JEV_ONLY",
+    "CorrectedGate",
+    "GateResult",
+    "Rule",
+    "corrected_gate",
+    "corrected_markdown",
+    "diff_markdown",
+    "diff_reports",
+    "distribution_drift",
+    "drift_markdown",
+    "gate",
+    "gate_junit",
+    "gate_markdown",
+    "infer",
+    "judge_failure_rates",
+    "parse_rules",
+]

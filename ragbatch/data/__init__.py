@@ -1,11 +1,39 @@
 """Rows in: dataset readers with file and line in every error, and derived datasets.
 
-Owns the streaming JSONL reader (``jsonl``), the format registry and mapped CSV
-(``formats``), JSON/CSV records with line numbers (``records``), other tools' exports
-(``ragas``, ``deepeval``, and trace exports mapped by ``traces``: ``openinference``,
-``langfuse``), golden-set YAML joined with outputs (``golden_yaml``), counterfactual rows
-(``counterfactual``), and the output files every layer writes, checked up front and written
-atomically (``output``).
+Owns what every reader shares (``base``: the :class:`RowSource` protocol, the
+:class:`FileReader` base, bounded line reading, duplicate ids, error wording), the format
+registry and :func:`open_dataset` (``formats``), ragbatch's own JSONL (``jsonl``), your own CSV
+columns (``mapped_csv``), JSON/CSV/Parquet records with line numbers (``records``), other
+tools' exports (``ragas``, ``deepeval``, and trace exports mapped by ``traces``:
+``openinference``, ``langfuse``), hints for a file given in the wrong format (``hints``),
+golden-set YAML joined with outputs (``golden_yaml``), counterfactual rows
+(``counterfactual``) and the human labels file (``labels``). The output files every layer writes are ``ragbatch._files``.
 
-Reads and writes files. May import ``core`` only.
+Reads and writes files. May import ``core`` and ``ragbatch._files`` only.
 """
+
+from __future__ import annotations
+
+# The front door: what other packages use (the modules behind it are private).
+from ragbatch.data._base import BOM, RowSource, scan_lines
+from ragbatch.data._counterfactual import write_counterfactuals
+from ragbatch.data._formats import open_dataset
+from ragbatch.data._hints import DEFAULT_DATASET, foreign_shape
+from ragbatch.data._jsonl import JsonlReader, SeenIds, describe
+from ragbatch.data._labels import read_labels
+from ragbatch.data._records import drop_nulls
+
+__all__ = [
+    "BOM",
+    "DEFAULT_DATASET",
+    "JsonlReader",
+    "RowSource",
+    "SeenIds",
+    "describe",
+    "drop_nulls",
+    "foreign_shape",
+    "open_dataset",
+    "read_labels",
+    "scan_lines",
+    "write_counterfactuals",
+]

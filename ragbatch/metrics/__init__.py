@@ -2,7 +2,120 @@
 
 Owns classification, calibration, selective prediction and latency (``scores``), ranking,
 answer checks and abstention, claim metrics, slices, the diagnostic matrix, golden-set
-sections (``golden``) and the cascade trade-off (``tradeoff``).
+sections (``golden``), the cascade trade-off (``tradeoff``) and prediction-powered inference
+of true rates from human labels (``ppi``).
 
 Pure (no I/O). May import ``core``.
 """
+
+from __future__ import annotations
+
+from ragbatch.metrics import _scores as scores
+
+# The front door: what other packages use (the modules behind it are private).
+from ragbatch.metrics._answer_checks import Abstention, AnswerCheck, AnswerChecks
+from ragbatch.metrics._claims import (
+    ClaimMetrics,
+    ClaimMetricsAccumulator,
+    ClaimRowInput,
+    low_authority_support,
+    supported_only_by_low_authority,
+)
+from ragbatch.metrics._diagnostic_matrix import BY_KEY, LAYER_ORDER, MATRIX, Finding, diagnose_names
+from ragbatch.metrics._golden import (
+    AUTHORITY_IDS,
+    Authority,
+    ChunkAgreement,
+    Counterfactual,
+    GoldenAccumulator,
+    GoldenHealth,
+    Slices,
+    row_check,
+    row_ranking,
+)
+from ragbatch.metrics._ppi import Estimate, Inference, Labelled, Population, labels_needed, ppi_rate
+from ragbatch.metrics._ranking import DEFAULT_KS, RetrievalRanking, RowRanking
+from ragbatch.metrics._scores import (
+    Calibration,
+    Classification,
+    Component,
+    ExactSum,
+    Latency,
+    Out,
+    Selective,
+    safe,
+)
+from ragbatch.metrics._slices import BUILTIN_ORDER, has_metadata_value, metadata_fields, slice_keys
+from ragbatch.metrics._tradeoff import (
+    CURVE,
+    CURVE_NOTE,
+    NOTE,
+    SWEEP,
+    CurvePoint,
+    ModeSummary,
+    RoutingCurve,
+    RoutingCurves,
+    Tradeoff,
+    TradeoffPoint,
+    point_of,
+    rejudge,
+)
+
+__all__ = [
+    "AUTHORITY_IDS",
+    "BUILTIN_ORDER",
+    "BY_KEY",
+    "CURVE",
+    "CURVE_NOTE",
+    "DEFAULT_KS",
+    "LAYER_ORDER",
+    "MATRIX",
+    "NOTE",
+    "SWEEP",
+    "Abstention",
+    "AnswerCheck",
+    "AnswerChecks",
+    "Authority",
+    "Calibration",
+    "ChunkAgreement",
+    "ClaimMetrics",
+    "ClaimMetricsAccumulator",
+    "ClaimRowInput",
+    "Classification",
+    "Component",
+    "Counterfactual",
+    "CurvePoint",
+    "Estimate",
+    "ExactSum",
+    "Finding",
+    "GoldenAccumulator",
+    "GoldenHealth",
+    "Inference",
+    "Labelled",
+    "Latency",
+    "ModeSummary",
+    "Out",
+    "Population",
+    "RetrievalRanking",
+    "RoutingCurve",
+    "RoutingCurves",
+    "RowRanking",
+    "Selective",
+    "Slices",
+    "Tradeoff",
+    "TradeoffPoint",
+    "diagnose_names",
+    "has_metadata_value",
+    "labels_needed",
+    "low_authority_support",
+    "metadata_fields",
+    "point_of",
+    "ppi_rate",
+    "rejudge",
+    "row_check",
+    "row_ranking",
+    "safe",
+    "scores",
+    "slice_keys",
+    "supported_only_by_low_authority",
+]

@@ -1,9 +1,55 @@
 """Who answers: the provider protocol's implementations and what they share.
 
-Owns the mock provider, live Jev over HTTP (``jev``, its lane ``transport``), the
-OpenAI-compatible ``chat_client`` and the ``llm_judge`` built on it, the ``lexical`` and
-``recorded`` baseline judges, the content-addressed reply ``cache`` (and ``cache_merge``),
-rate control (``ratelimit``) and API key checks and redaction (``apikey``).
+Owns the mock provider, live Jev over HTTP (``jev``), the OpenAI-compatible ``chat_client``
+and the ``llm_judge`` built on it, the one retrying HTTP client both use (``http_client``, over
+aiohttp, and its reply type in ``replies``), the ``lexical`` and ``recorded`` baseline judges,
+the content-addressed reply cache (``cache``; its store, leases, group-committed writes, merge,
+verify and repair, and the journaled swap of a repaired directory: ``cache_*``), rate control
+(``ratelimit``) and API key checks and redaction (``apikey``).
 
-Does I/O (HTTP, SQLite files). May import ``core`` only.
+Does I/O (HTTP, SQLite files). May import ``core`` and ``ragbatch._files`` only.
 """
+
+from __future__ import annotations
+
+# The front door: what other packages use (the modules behind it are private).
+from ragbatch.providers._apikey import check_base_url, clean_key
+from ragbatch.providers._baseline import RecordedBaseline
+from ragbatch.providers._http_client import DEFAULT_MAX_RESPONSE_BYTES
+from ragbatch.providers._jev import (
+    DEFAULT_BASE_URL,
+    DEFAULT_MODEL,
+    ENDPOINT,
+    KEY_SOURCE,
+    MODEL_ALIASES,
+    JevProvider,
+    JevSettings,
+    OfflineJev,
+)
+from ragbatch.providers._lexical import LexicalBaseline
+from ragbatch.providers._llm_judge import API_KEY_ENV, ChatClient, LlmClaimExtractor, LlmJudge
+from ragbatch.providers._mock import MOCK_MODEL, MockProvider
+from ragbatch.providers._ratelimit import RateLimiter
+
+__all__ = [
+    "API_KEY_ENV",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_MODEL",
+    "ENDPOINT",
+    "KEY_SOURCE",
+    "MOCK_MODEL",
+    "MODEL_ALIASES",
+    "ChatClient",
+    "JevProvider",
+    "JevSettings",
+    "LexicalBaseline",
+    "LlmClaimExtractor",
+    "LlmJudge",
+    "MockProvider",
+    "OfflineJev",
+    "RateLimiter",
+    "RecordedBaseline",
+    "check_base_url",
+    "clean_key",
+]

@@ -3,8 +3,45 @@
 Owns the report models (``models``), the streaming builder that turns row outcomes into the
 three modes (``builder``, ``modes``) and per-row results (``rows``), the ``--rows-out``
 writer (``rows_out``), and the views: text summary (``text``), tables, Markdown, HTML and
-its charts.
+its charts, and the corrected-rates section (``inference_view``).
 
 Pure except ``rows_out`` (writes the JSONL stream) and ``html`` (loads its template from the
 package); ``charts`` needs the ``html`` extra. May import ``metrics`` and ``core``.
 """
+
+from __future__ import annotations
+
+# The front door: what other packages use (the modules behind it are private).
+from ragbatch.report._builder import ROWS_IN_FILE, ROWS_NOT_KEPT, ReportBuilder, RunInfo, summarize
+from ragbatch.report._export import DEFAULT_NAME, EXPORT_FORMATS, ExportFormat, export_rows
+from ragbatch.report._html import report_html, require_html_extra
+from ragbatch.report._markdown import report_markdown
+from ragbatch.report._merge import merge_builders
+from ragbatch.report._models import DatasetInfo, Report, RowResult, report_bytes, report_schema
+from ragbatch.report._rows_out import RowsWriter, merge_rows
+from ragbatch.report._text import run_text, summary_text
+
+__all__ = [
+    "DEFAULT_NAME",
+    "EXPORT_FORMATS",
+    "ROWS_IN_FILE",
+    "ROWS_NOT_KEPT",
+    "DatasetInfo",
+    "ExportFormat",
+    "Report",
+    "ReportBuilder",
+    "RowResult",
+    "RowsWriter",
+    "RunInfo",
+    "export_rows",
+    "merge_builders",
+    "merge_rows",
+    "report_bytes",
+    "report_html",
+    "report_markdown",
+    "report_schema",
+    "require_html_extra",
+    "run_text",
+    "summarize",
+    "summary_text",
+]

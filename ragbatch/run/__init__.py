@@ -1,12 +1,56 @@
-"""Composition and execution: options -> parts -> the run -> report bytes.
+"""Composition and execution: options -> parts -> execute -> outputs.
 
-Owns the options and result (``config``), the composition root that builds parts from
-options (``factory``), the runner (the ONLY task group), the job end to end (``job``), the
-spending limit (``budget``), progress, ``estimate``, option checks against the data before
-the first row (``preflight``), shards and partials (``shards``),
-``workers`` on one machine, stopping on a signal or a lost parent (``stop``) and the Dask
-adapter (``dask``).
+Read ``job`` first: the composition root, one page. ``options`` holds every setting once, in
+small groups; ``factory`` builds the parts from them (after the checks of ``preflight``);
+``execute`` runs them (the ``runner``'s task group streams the rows, the progress display and
+a ``stop.RunCanceller`` watch beside it); ``outputs`` writes the files, together and only on
+success; ``calls`` keeps the run record's call facts. Also here: the cost limit of
+``--max-cost`` (``budget``; the error budget of ``--max-error-rate`` is the runner's),
+``progress``, ``estimate``, shards and partials (``shards``), a file split into parts each
+worker reads alone (``split``) and their merged summaries (``summary``), ``workers`` on one
+machine, the Dask adapter (``dask``) and ``--dask`` (``cluster``).
 
 Does I/O. May import every layer below it: ``calibrate``, ``compare``, ``report``,
 ``metrics``, ``data``, ``providers``, ``core``.
 """
+
+from __future__ import annotations
+
+# The front door: what other packages use (the modules behind it are private).
+from ragbatch.run._config import DEFAULT_CACHE, DEFAULT_DATASET, DEFAULT_PRICING, PRICING_NAME
+from ragbatch.run._dask import local_cluster, run_on_dask
+from ragbatch.run._factory import estimate_options
+from ragbatch.run._job import run, run_job, run_options_async
+from ragbatch.run._options import (
+    ENVIRONMENT,
+    GROUPS,
+    OPTION_NAMES,
+    PATH_OPTIONS,
+    RunOptions,
+    cli_fields,
+    spec_of,
+)
+from ragbatch.run._shards import merge_partials
+from ragbatch.run._stop import RunCanceller
+
+__all__ = [
+    "DEFAULT_CACHE",
+    "DEFAULT_DATASET",
+    "DEFAULT_PRICING",
+    "ENVIRONMENT",
+    "GROUPS",
+    "OPTION_NAMES",
+    "PATH_OPTIONS",
+    "PRICING_NAME",
+    "RunCanceller",
+    "RunOptions",
+    "cli_fields",
+    "estimate_options",
+    "local_cluster",
+    "merge_partials",
+    "run",
+    "run_job",
+    "run_on_dask",
+    "run_options_async",
+    "spec_of",
+]

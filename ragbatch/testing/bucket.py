@@ -9,20 +9,31 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 
 
 class TokenBucket:
-    """``capacity`` tokens, refilled at ``refill_per_s``; thread-safe."""
+    """``capacity`` tokens, refilled at ``refill_per_s``; thread-safe.
 
-    def __init__(self, capacity: float, refill_per_s: float) -> None:
-        self.capacity, self.rate = capacity, refill_per_s
-        self.tokens, self.stamp = capacity, time.monotonic()
+    ``clock`` (seconds) is read once per :meth:`take`: a test passes a clock that moves only
+    when it says so (or by a step per request), so what is throttled does not depend on how
+    fast a loaded machine runs the client.
+    """
+
+    def __init__(
+        self,
+        capacity: float,
+        refill_per_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.capacity, self.rate, self.clock = capacity, refill_per_s, clock
+        self.tokens, self.stamp = capacity, clock()
         self.lock = threading.Lock()
 
     def take(self, need: int) -> int | None:
         """Spend ``need`` tokens and return None, or return the ms until they refill."""
         with self.lock:
-            now = time.monotonic()
+            now = self.clock()
             self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
             self.stamp = now
             if self.tokens >= need:

@@ -340,7 +340,9 @@ class JevServer(LoopbackServer):
     request), ``responses_by_status`` (0 = dropped), ``successful`` (200 with valid answers),
     ``max_in_flight``, and per ``POST /v1/systemone`` one entry in ``bodies`` (parsed JSON,
     ``None`` if not JSON) and ``headers_seen`` (lower-cased header names). ``api_key=None``
-    turns auth off: any or no ``Authorization`` header is accepted.
+    turns auth off: any or no ``Authorization`` header is accepted. ``token_bucket`` is
+    ``(capacity, refill_per_s)`` or a :class:`~ragbatch.testing.bucket.TokenBucket` (with its
+    own clock).
     """
 
     requests_total: int
@@ -360,13 +362,14 @@ class JevServer(LoopbackServer):
         seed: int = 0,
         answer_fn: AnswerFn | None = None,
         fault_fn: FaultFn | None = None,
-        token_bucket: tuple[float, float] | None = None,
+        token_bucket: tuple[float, float] | TokenBucket | None = None,
         port: int = 0,
     ) -> None:
         self.api_key, self.release, self._port = api_key, release, port
         self.latency_s, self.latency_jitter_s = latency_s, latency_jitter_s
         self.answer_fn, self.fault_fn = answer_fn, fault_fn
-        self._bucket = TokenBucket(*token_bucket) if token_bucket else None
+        bucket = TokenBucket(*token_bucket) if isinstance(token_bucket, tuple) else token_bucket
+        self._bucket = bucket
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._faults: deque[Fault] = deque()
@@ -394,6 +397,12 @@ class JevServer(LoopbackServer):
             self.responses_by_status = {}
             self.bodies, self.headers_seen = [], []
             self.max_in_flight = self._in_flight
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being handled now (a test waits for 0 before it reads final counts)."""
+        with self._lock:
+            return self._in_flight
 
     def list_models(self) -> list[dict[str, str]]:
         """The ``GET /v1/models`` catalogue (the configured release is always listed)."""

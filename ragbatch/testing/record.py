@@ -17,11 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragbatch.core.questions import build_state, mock_answer
-from ragbatch.core.schema import Row
-from ragbatch.core.wire import canonical_json
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.run.job import DEFAULT_DATASET, DEFAULT_PRICING, JobConfig, run_job
+from ragbatch.core import Row, build_state, canonical_json, mock_answer
+from ragbatch.data import JsonlReader
+from ragbatch.run import DEFAULT_DATASET, DEFAULT_PRICING, RunOptions, run_job
 from ragbatch.testing.jev_server import AnswerFn, JevServer
 
 RELEASE = "jev-1.13.0"
@@ -43,11 +41,12 @@ def mock_answers(rows: Sequence[Row]) -> AnswerFn:
 
 
 def record(dataset: Path, cache_dir: Path, out: Path, pricing: Path) -> None:
-    rows = list(DatasetReader(dataset))
+    rows = list(JsonlReader(dataset))
     if cache_dir.exists():
         shutil.rmtree(cache_dir)
     with JevServer(api_key=KEY, release=RELEASE, answer_fn=mock_answers(rows)) as server:
-        config = JobConfig(
+        config = RunOptions.of(
+            quiet=True,
             dataset=dataset,
             out=out,
             provider="jev",

@@ -1,4 +1,4 @@
-"""Human audit: the stratified sample and judge-human agreement (seed 004)."""
+"""Human audit: the stratified sample and judge-human agreement (docs/semantics.md §6)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.calibrate.audit import (
+from ragbatch.calibrate._audit import (
     agreement,
     audit_sample,
     cohen_kappa,
@@ -19,9 +19,9 @@ from ragbatch.calibrate.audit import (
     jsonl_bytes,
     row_texts,
 )
-from ragbatch.cli.app import app
-from ragbatch.core.errors import ConfigError
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.cli._app import app
+from ragbatch.core._errors import ConfigError
+from ragbatch.data._jsonl import JsonlReader
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = json.loads((ROOT / "reports" / "expected-report.json").read_text(encoding="utf-8"))
@@ -64,6 +64,15 @@ def population() -> list[dict[str, Any]]:
 def test_sample_covers_every_stratum_proportionally() -> None:
     sample = audit_sample(population(), 0.1, seed=1)
     got = Counter((line["diagnosis"], line["route"]) for line in sample)
+    by_stratum = {line["stratum"]: line["inclusionProbability"] for line in sample}
+    assert by_stratum == {
+        "PASS/auto": 50 / 500,
+        "CONFLICTING_EVIDENCE/auto": 23 / 230,
+        "RETRIEVAL_MISS/auto": 15 / 150,
+        "JUDGE_UNCERTAIN/fallback": 10 / 109,
+        "ANSWER_INCORRECT/auto": 1 / 10,
+        "GENERATOR_UNGROUNDED/auto": 1 / 1,
+    }
     assert got == {
         ("PASS", "auto"): 50,
         ("CONFLICTING_EVIDENCE", "auto"): 23,
@@ -269,16 +278,24 @@ def test_audit_sample_file_has_instructions_then_rows_to_label(tmp_path: Path) -
         f"wrote 8 rows to label to {sample} (instructions on its first line)\n",
     )
     first, *lines = [orjson.loads(line) for line in sample.read_bytes().splitlines()]
-    assert list(first) == ["instructions"]
+    assert list(first) == ["instructions", "sample"]
+    report = orjson.loads((ROOT / "reports/expected-report.json").read_bytes())
+    assert first["sample"]["datasetSha256"] == report["dataset"]["sha256"]
+    assert (first["sample"]["rate"], first["sample"]["seed"]) == (0.1, 7)
+    assert sum(s["sampled"] for s in first["sample"]["strata"].values()) == 8
     assert first["instructions"].startswith("Label every line below this one. Read the question")
     assert "human.diagnosis" in first["instructions"] and "JUDGE_UNCERTAIN" in first["instructions"]
-    rows = {r.id: r for r in DatasetReader(dataset)}
+    rows = {r.id: r for r in JsonlReader(dataset)}
     assert len(lines) == 8
     for line in lines:
         source = rows[line["id"]]
         assert line["question"] == source.question and line["answer"] == source.answer
         assert line["contexts"] == [{"id": c.id, "text": c.text} for c in source.contexts]
         assert line["human"]["diagnosis"] is None
+        stratum = first["sample"]["strata"][line["stratum"]]
+        assert line["inclusionProbability"] == stratum["sampled"] / stratum["rows"]
+        assert line["stratum"] == f"{line['diagnosis']}/{line['route']}"
+        assert list(line)[-1] == "human"
     # unfilled, the file has no labels: exit 2 saying what was expected
     code, out, err = cli("agreement", str(ROOT / "reports/expected-report.json"), str(sample))
     assert code == 2 and out == ""

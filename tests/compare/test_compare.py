@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ragbatch.compare import gate as compare
-from ragbatch.compare.gate import (
+from ragbatch.compare import _gate as compare
+from ragbatch.compare._gate import (
     DEFAULT_RULES,
     Rule,
     binomial_two_sided,
@@ -23,8 +23,8 @@ from ragbatch.compare.gate import (
     parse_rules,
     row_outcomes,
 )
-from ragbatch.core.errors import EXIT_USAGE, ConfigError
-from ragbatch.metrics.diagnostic_matrix import MATRIX, diagnose_metrics, diagnose_names, matrix_key
+from ragbatch.core._errors import EXIT_USAGE, ConfigError
+from ragbatch.metrics._diagnostic_matrix import MATRIX, diagnose_metrics, diagnose_names, matrix_key
 
 GROUNDED = "modes.jevOnly.components.generation.groundedness.accuracy"
 
@@ -408,7 +408,7 @@ def test_matrix_keys_for_report_paths() -> None:
     assert matrix_key(GROUNDED) == "faithfulness"
     assert matrix_key("modes.jevOnly.claims.answerLevelAccuracy") == "citationQuality"
     assert matrix_key("modes.jevOnly.cost.usd") is None
-    assert [e.key for e in MATRIX if e.source == "seed-004"] == [
+    assert [e.key for e in MATRIX if e.source == "playbook"] == [
         "recall",
         "precision",
         "contextPrecision",

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ragbatch.compare.drift import (
+from ragbatch.compare._drift import (
     EPSILON,
     PROBABILITY_EDGES,
     DriftReport,

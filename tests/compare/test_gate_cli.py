@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
+from ragbatch.cli._app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "reports/expected-report.json"

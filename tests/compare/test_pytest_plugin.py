@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ragbatch.compare.gate import gate, gate_markdown
+from ragbatch.compare._gate import gate, gate_markdown
 from tests.compare.test_gate_cli import REPORT, regressed
 
 pytest_plugins = ("pytester",)
@@ -98,3 +98,36 @@ def test_reports_in_memory_rules_and_bad_input(project: pytest.Pytester) -> None
     assert "ragbatch_gate: cannot read report nope.json: No such file or directory" in output
     assert "ragbatch_gate: rules file: 0.path:" in output
     assert "During handling" not in output and "Traceback" not in output
+
+
+def test_corrected_rates_pass_fail_and_undecided(project: pytest.Pytester) -> None:
+    from ragbatch.calibrate._audit import jsonl_bytes
+    from tests.compare.test_inference import labelled
+
+    (project.path / "all.jsonl").write_bytes(jsonl_bytes(labelled(1.0)))
+    (project.path / "few.jsonl").write_bytes(jsonl_bytes(labelled(0.2)))
+    (project.path / "fine.jsonl").write_bytes(jsonl_bytes(labelled(1.0, say=lambda _: "PASS")))
+    project.makepyfile(
+        test_quality="""
+        def test_pass(ragbatch_gate):
+            ragbatch_gate("main.json", baseline="main.json", labels="all.jsonl",
+                          baseline_labels="all.jsonl")
+
+        def test_fail(ragbatch_gate):
+            ragbatch_gate("main.json", baseline="main.json", labels="all.jsonl",
+                          baseline_labels="fine.jsonl")
+
+        def test_undecided(ragbatch_gate):
+            ragbatch_gate("main.json", baseline="main.json", labels="few.jsonl")
+
+        def test_undecided_skipped(ragbatch_gate):
+            ragbatch_gate("main.json", baseline="main.json", labels="few.jsonl",
+                          undecided="skip")
+        """
+    )
+    run = project.runpytest("-q", "-rs")
+    run.assert_outcomes(passed=1, failed=2, skipped=1)
+    output = run.stdout.str()
+    assert "Corrected rates (human labels): FAIL" in output
+    assert "UNDECIDED: label about " in output and "more rows to decide" in output
+    assert "ragbatch gate UNDECIDED: label about" in output  # the skip reason

@@ -1,4 +1,4 @@
-"""Guarded routing (rag-semantics §2a): every rule fires, is ruled out, or stops the walk."""
+"""Guarded routing (docs/semantics.md §2a): every rule fires, is ruled out, or stops the walk."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbatch.calibrate.rules import DECIDE, signals_of, statuses, uniform
-from ragbatch.core.claims import ClaimSummary
-from ragbatch.core.errors import ConfigError
-from ragbatch.core.policy import Thresholds, diagnose, routing_of
+from ragbatch.calibrate._rules import DECIDE, signals_of, statuses, uniform
+from ragbatch.core._claims import ClaimSummary
+from ragbatch.core._errors import ConfigError
+from ragbatch.core._policy import Thresholds, diagnose, routing_of
 from tests.core.test_policy import check, judgments
 
 GUARDED = Thresholds(routing="guarded")

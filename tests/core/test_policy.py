@@ -1,4 +1,4 @@
-"""Policy: the precedence table of rag-semantics §2, its boundaries and its invariants."""
+"""Policy: the precedence table of docs/semantics.md §2, its boundaries and its invariants."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbatch.core.errors import ConfigError
-from ragbatch.core.policy import Thresholds, Verdict, diagnose
-from ragbatch.core.schema import DIAGNOSES, GenerationJudgments, Judgments, RetrievalJudgments
+from ragbatch.core._errors import ConfigError
+from ragbatch.core._policy import Thresholds, Verdict, diagnose
+from ragbatch.core._schema import DIAGNOSES, GenerationJudgments, Judgments, RetrievalJudgments
 
 DEFAULT = Thresholds()
 # Every signal confidently on its good side, none at a boundary; PASS confidence 0.95.

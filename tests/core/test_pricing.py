@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ragbatch.core.errors import PricingError, RagbatchError
-from ragbatch.core.pricing import ModelPrice, PricingSnapshot, parse_pricing, total_cost
+from ragbatch.core._errors import PricingError, RagbatchError
+from ragbatch.core._pricing import ModelPrice, PricingSnapshot, parse_pricing, total_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "pricing" / "typesafe-2026-12.json"

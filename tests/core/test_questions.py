@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from ragbatch.core.questions import (
+from ragbatch.core._questions import (
     CHUNK_PREFIX,
     CORRECTNESS_QUESTION,
     DECISION_IDS,
@@ -22,8 +22,8 @@ from ragbatch.core.questions import (
     read_judgments,
     report_variant,
 )
-from ragbatch.core.schema import Row
-from ragbatch.core.wire import JevRequest, canonical_json, request_key
+from ragbatch.core._schema import Row
+from ragbatch.core._wire import JevRequest, canonical_json, request_key
 
 ROW_IDS = [
     "contextSufficiency",

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
 
-from ragbatch.core.errors import ProviderError
-from ragbatch.core.wire import (
+from ragbatch.core._errors import ProviderError
+from ragbatch.core._wire import (
     ChoiceAnswer,
     JevRequest,
     NoulAnswer,
@@ -63,7 +64,7 @@ def valid_reply() -> dict[str, Any]:
 def body_of(mutate: Callable[[dict[str, Any]], object]) -> bytes:
     reply = copy.deepcopy(valid_reply())
     mutate(reply)
-    return orjson.dumps(reply)
+    return json.dumps(reply).encode()  # orjson refuses integers past 64 bits
 
 
 def malformed(body: bytes, request: JevRequest = REQUEST) -> ProviderError:
@@ -172,6 +173,13 @@ WIRE_BAD: dict[str, Callable[[dict[str, Any]], object]] = {
     "usage-integral-float": lambda r: r["usage"].update(input_tokens=521.0),
     "usage-string": lambda r: r["usage"].update(input_tokens="521"),
     "usage-missing": lambda r: r.pop("usage"),
+    "usage-2^70": lambda r: r["usage"].update(input_tokens=2**70),
+    "usage-2^63": lambda r: r["usage"].update(input_tokens=2**63),
+    "usage-over-the-cap": lambda r: r["usage"].update(input_tokens=100_000_001),
+    "usage-output-2^64": lambda r: r["usage"].update(output_tokens=2**64),
+    "score-above-the-top-level": lambda r: r["answers"]["quality"].update(score=2.5),
+    "score-negative": lambda r: r["answers"]["quality"].update(score=-0.1),
+    "score-huge": lambda r: r["answers"]["quality"].update(score=1e308),
     "usage-input-missing": lambda r: r["usage"].pop("input_tokens"),
     "model-missing": lambda r: r.pop("model"),
     "answers-list": lambda r: r.update(answers=[]),

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from ragbatch.core.schema import Context, Row
-from ragbatch.data.counterfactual import (
+from ragbatch.core._schema import Context, Row
+from ragbatch.data._counterfactual import (
     CounterfactualStats,
     counterfactual_row,
     counterfactual_rows,
@@ -16,7 +16,7 @@ from ragbatch.data.counterfactual import (
     skip_reason,
     write_counterfactuals,
 )
-from ragbatch.metrics.ranking import rank_golden
+from ragbatch.metrics._ranking import rank_golden
 
 
 def make_row(row_id: str = "r1", **fields: Any) -> Row:

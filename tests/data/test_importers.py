@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from ragbatch.core.errors import ConfigError, DatasetError
-from ragbatch.core.schema import Context, Golden, Row
-from ragbatch.data.formats import (
+from ragbatch.core._errors import ConfigError, DatasetError
+from ragbatch.core._schema import Context, Golden, Row
+from ragbatch.data._formats import (
     CsvReader,
     RagasReader,
-    Reader,
+    RowSource,
     open_dataset,
     parse_mapping,
 )
-from ragbatch.data.golden_yaml import GoldenYamlReader, expected_documents
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.data._golden_yaml import GoldenYamlReader, expected_documents
+from ragbatch.data._jsonl import JsonlReader
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "datasets/samples"
@@ -33,7 +33,7 @@ REQUIRED = (
 )
 
 
-def read(reader: Reader) -> list[Row]:
+def read(reader: RowSource) -> list[Row]:
     """Every row, checked to survive the JSONL round trip the job relies on."""
     rows = list(reader)
     for row in rows:
@@ -43,7 +43,7 @@ def read(reader: Reader) -> list[Row]:
     return rows
 
 
-def failure(reader: Reader) -> str:
+def failure(reader: RowSource) -> str:
     with pytest.raises(DatasetError) as info:
         list(reader)
     return str(info.value)
@@ -189,7 +189,9 @@ def test_ragas_csv_bad_cells(tmp_path: Path) -> None:
 
 
 def test_ragas_rejects_unknown_extensions(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"ragas datasets end in .jsonl, .json or .csv: 'r.tsv'"):
+    with pytest.raises(
+        ConfigError, match=r"ragas datasets end in .jsonl, .json, .csv or .parquet: 'r.tsv'"
+    ):
         RagasReader(tmp_path / "r.tsv")
 
 
@@ -316,7 +318,7 @@ def test_golden_yaml_sample_joins_by_question() -> None:
     yaml_path, outputs = SAMPLES / "golden_set.yaml", SAMPLES / "golden-outputs.jsonl"
     reader = GoldenYamlReader(yaml_path, outputs)
     rows = read(reader)
-    plain = list(DatasetReader(outputs))
+    plain = list(JsonlReader(outputs))
     assert [r.id for r in rows] == [f"g-00{i}" for i in range(1, 7)]
     assert [r.model_copy(update={"golden": None}) for r in rows] == plain
     first = rows[0].golden
@@ -496,7 +498,7 @@ def test_golden_yaml_bad_outputs_and_join(tmp_path: Path) -> None:
 
 def test_open_dataset_picks_the_reader() -> None:
     fixture = ROOT / "datasets/rag-fixture.jsonl"
-    assert type(open_dataset(fixture, "jsonl")) is DatasetReader
+    assert type(open_dataset(fixture, "jsonl")) is JsonlReader
     assert isinstance(open_dataset(SAMPLES / "ragas-sample.csv", "ragas"), RagasReader)
     csv_reader = open_dataset(SAMPLES / "mapped-sample.csv", "csv", mapping=MAPPING)
     assert isinstance(csv_reader, CsvReader)
@@ -550,7 +552,7 @@ def test_open_dataset_errors(fmt: str, options: dict[str, str], message: str) ->
         lambda: GoldenYamlReader(SAMPLES / "golden_set.yaml", SAMPLES / "golden-outputs.jsonl"),
     ],
 )
-def test_sha256_is_stable_and_known_only_at_the_end(make: Callable[[], Reader]) -> None:
+def test_sha256_is_stable_and_known_only_at_the_end(make: Callable[[], RowSource]) -> None:
     first, second = make(), make()
     with pytest.raises(RuntimeError, match="once every row has been read"):
         _ = first.sha256

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from ragbatch.core.errors import ConfigError, DatasetError
-from ragbatch.core.schema import Golden, Row, Spans
-from ragbatch.data.formats import Reader, open_dataset
-from ragbatch.data.ragas import RagasReader
+from ragbatch.core._errors import ConfigError, DatasetError
+from ragbatch.core._schema import Golden, Row, Spans
+from ragbatch.data._formats import RowSource, open_dataset
+from ragbatch.data._ragas import RagasReader
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "datasets/samples"
 
 
-def read(reader: Reader) -> list[Row]:
+def read(reader: RowSource) -> list[Row]:
     """Every row, checked to survive the JSONL round trip the job relies on."""
     rows = list(reader)
     for row in rows:
@@ -27,7 +27,7 @@ def read(reader: Reader) -> list[Row]:
     return rows
 
 
-def failure(reader: Reader) -> str:
+def failure(reader: RowSource) -> str:
     with pytest.raises(DatasetError) as info:
         list(reader)
     return str(info.value)
@@ -50,8 +50,8 @@ GOOD = '{"question": "q", "contexts": [], "answer": "a"}'
 
 def test_ragas_v01_names_in_a_json_array() -> None:
     rows = read(RagasReader(SAMPLES / "ragas-v01.json"))
-    # items of a pretty-printed array take the line their opening brace is on
-    assert [r.id for r in rows] == ["row-2", "row-11", "row-19"]
+    # an array item's default id is its position, whatever the layout (one line or indented)
+    assert [r.id for r in rows] == ["row-1", "row-2", "row-3"]
     first = rows[0]
     assert first.question == "When was the Eiffel Tower completed?"
     assert ids(first) == ["c1", "c2"]
@@ -138,7 +138,7 @@ def test_ragas_json_array_keeps_brackets_inside_strings(tmp_path: Path) -> None:
 
 def test_deepeval_json_sample() -> None:
     rows = read(open_dataset(SAMPLES / "deepeval-sample.json", "deepeval"))
-    assert [r.id for r in rows] == ["refund-window", "ship-norway", "row-23"]
+    assert [r.id for r in rows] == ["refund-window", "ship-norway", "row-3"]  # by position
     first, second, third = rows
     assert first.question == "What is the refund window for online orders?"
     assert first.answer == "Online orders can be refunded within 30 days of delivery."
@@ -189,8 +189,8 @@ def test_deepeval_csv_takes_a_json_array_cell(tmp_path: Path) -> None:
         ),
         ({"input": 3, "actualOutput": "a"}, "field 'input': expected a string, got number"),
         (
-            {"input": "q", "actual_output": "a", "retrieval_context": "x"},
-            "field 'retrieval_context': expected an array, got string",
+            {"input": "q", "actual_output": "a", "retrieval_context": 7},
+            "field 'retrieval_context': expected an array, got number",
         ),
         (
             {"input": "q", "actual_output": "a", "retrievalContext": [{"text": "x"}]},
@@ -323,11 +323,13 @@ def test_openinference_errors(tmp_path: Path) -> None:
     assert fails("a.jsonl", ok + '{"resourceSpans": []}\n') == f"{path}:2: {expected}"
     no_answer = phoenix("t2", "s2", **{"input.value": "q"})
     assert fails("a.jsonl", ok + no_answer) == (
-        f"{path}:2: trace t2: no answer (no output on its LLM span or root)"
+        f"{path}:2: trace t2: no plain-text answer (no assistant message or text output on its "
+        "LLM span, no text output on its root)"
     )
     no_question = phoenix("t2", "s2", **{"output.value": "a"})
     assert fails("a.jsonl", ok + no_question) == (
-        f"{path}:2: trace t2: no question (no input on its RETRIEVER span or root)"
+        f"{path}:2: trace t2: no plain-text question (no text input on its RETRIEVER span or "
+        "root, no user message on its LLM span)"
     )
     other = phoenix("t2", "s2", **{"input.value": "q", "output.value": "a"})
     assert fails("a.jsonl", ok + other + ok.replace("s1", "s3")) == (
@@ -377,10 +379,11 @@ def test_langfuse_traces_with_observations() -> None:
         ("lf-trace-9a02", "lf-trace-9a02"),
     ]
     backups, rota = rows
-    # a SPAN named like a retriever: its input, and LangChain documents in its output
+    # a SPAN named like a retriever: its input, and LangChain documents in its output (the
+    # context id from metadata.id when the document has no id of its own)
     assert backups.question == "How often are backups taken?"
     assert [(c.id, c.text, c.source) for c in backups.contexts] == [
-        ("c1", "Database backups run every 6 hours.", "ops/backups.md"),
+        ("ops-12", "Database backups run every 6 hours.", "ops/backups.md"),
         ("c2", "Backups are retained for 30 days, then deleted.", "ops/retention.md"),
     ]
     # the GENERATION's output message content
@@ -436,7 +439,8 @@ def test_langfuse_errors(tmp_path: Path) -> None:
     assert fails("t.jsonl", ok, observation) == f"{path}:2: {expected} (not both in one file)"
     assert fails("t.jsonl", ok, ok) == f"{path}:2: duplicate row id 't1'"
     assert fails("t.jsonl", ok, {"id": "t2", "observations": []}) == (
-        f"{path}:2: trace t2: no question (no input on its RETRIEVER span or root)"
+        f"{path}:2: trace t2: no plain-text question (no text input on its RETRIEVER span or "
+        "root, no user message on its LLM span)"
     )
     assert fails("t.jsonl", ok | {"observations": ["o1"]}) == (
         f"{path}:1: trace t1: observations[0]: expected an object, got string (export the "

@@ -22,18 +22,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbatch.core.claims import EXTRACTORS, MISSING_CITATION, VETO_RULE, is_veto, label_fails
-from ragbatch.core.outcome import RowOutcome
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.metrics import scores as m
-from ragbatch.metrics.answer_checks import (
+from ragbatch.core._claims import EXTRACTORS, MISSING_CITATION, VETO_RULE, is_veto, label_fails
+from ragbatch.core._outcome import RowOutcome
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.metrics import _scores as m
+from ragbatch.metrics._answer_checks import (
     Abstention,
     AbstentionAccumulator,
     AnswerCheck,
     AnswerChecks,
     ChecksAccumulator,
 )
-from ragbatch.metrics.claims import (
+from ragbatch.metrics._claims import (
     NO_FIT_THRESHOLD,
     ClaimMetrics,
     ClaimMetricsAccumulator,
@@ -48,8 +48,8 @@ from ragbatch.metrics.claims import (
     low_authority_support,
     supported_only_by_low_authority,
 )
-from ragbatch.metrics.diagnostic_matrix import Finding, diagnose_metrics
-from ragbatch.metrics.golden import (
+from ragbatch.metrics._diagnostic_matrix import Finding, diagnose_metrics
+from ragbatch.metrics._golden import (
     CATEGORY_TARGET,
     MIN_LABELLED,
     WEAK_ABOVE,
@@ -64,14 +64,14 @@ from ragbatch.metrics.golden import (
     row_check,
     row_ranking,
 )
-from ragbatch.metrics.ranking import (
+from ragbatch.metrics._ranking import (
     DEFAULT_KS,
     AtK,
     RankingAccumulator,
     RetrievalRanking,
     RowRanking,
 )
-from ragbatch.metrics.slices import (
+from ragbatch.metrics._slices import (
     BUILTIN_ORDER,
     RULE,
     SliceAccumulator,
@@ -80,9 +80,9 @@ from ragbatch.metrics.slices import (
     slice_keys,
     slice_table,
 )
-from ragbatch.providers.baseline import RecordedBaseline
-from ragbatch.providers.mock import MockProvider
-from ragbatch.run.runner import ClaimConfig, RunConfig, run_batch
+from ragbatch.providers._baseline import RecordedBaseline
+from ragbatch.providers._mock import MockProvider
+from ragbatch.run._runner import ClaimConfig, RunConfig, run_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,7 +91,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def outcomes(name: str) -> tuple[RowOutcome, ...]:
     """The mock run of ``datasets/<name>.jsonl`` (claim mode for the claims fixture)."""
     claims = ClaimConfig(EXTRACTORS["provided"], "cited") if name == "claims-fixture" else None
-    reader = DatasetReader(ROOT / "datasets" / f"{name}.jsonl")
+    reader = JsonlReader(ROOT / "datasets" / f"{name}.jsonl")
     config = RunConfig(concurrency=4, claims=claims)
     return tuple(anyio.run(run_batch, reader, MockProvider(), RecordedBaseline(), config))
 

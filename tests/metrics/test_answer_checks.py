@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbatch.core.schema import Golden
-from ragbatch.metrics.answer_checks import (
+from ragbatch.core._schema import Golden
+from ragbatch.metrics._answer_checks import (
     AnswerCheck,
     abstention_metrics,
     aggregate_checks,

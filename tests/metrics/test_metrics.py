@@ -1,4 +1,4 @@
-"""Metrics: hand-computed tables for every formula of rag-semantics §4, plus properties."""
+"""Metrics: hand-computed tables for every formula of docs/semantics.md §3, plus properties."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbatch.core.pricing import PricingSnapshot, parse_pricing, total_cost
-from ragbatch.metrics import scores as m
+from ragbatch.core._pricing import PricingSnapshot, parse_pricing, total_cost
+from ragbatch.metrics import _scores as m
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = ROOT / "pricing" / "typesafe-2026-12.json"

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_measures import AP, RR, P, R, nDCG
 
-from ragbatch.core.schema import Context, Golden
-from ragbatch.metrics.ranking import (
+from ragbatch.core._schema import Context, Golden
+from ragbatch.metrics._ranking import (
     DEFAULT_KS,
     AtK,
     RowRanking,

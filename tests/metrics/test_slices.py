@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbatch.metrics.slices import (
+from ragbatch.metrics._slices import (
     NONE_VALUE,
     RULE,
     SliceItem,

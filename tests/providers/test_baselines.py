@@ -17,13 +17,12 @@ from typing import Any
 import orjson
 import pytest
 
-from ragbatch.core.errors import ConfigError, ProviderError, RunAborted
-from ragbatch.core.pricing import parse_pricing
-from ragbatch.core.provider import BaselineJudge
-from ragbatch.core.schema import DIAGNOSES, Context, Row, TokenUsage
-from ragbatch.providers.baseline import RecordedBaseline
-from ragbatch.providers.cache import ReplyCache
-from ragbatch.providers.lexical import (
+from ragbatch.core._errors import ConfigError, ProviderError, RunAborted
+from ragbatch.core._pricing import parse_pricing
+from ragbatch.core._provider import BaselineJudge
+from ragbatch.core._schema import DIAGNOSES, Context, Row, TokenUsage
+from ragbatch.providers._baseline import RecordedBaseline
+from ragbatch.providers._lexical import (
     LEXICAL_MODEL,
     LexicalBaseline,
     LexicalScores,
@@ -32,7 +31,7 @@ from ragbatch.providers.lexical import (
     score_row,
     tokens,
 )
-from ragbatch.providers.llm_judge import (
+from ragbatch.providers._llm_judge import (
     CAP_MARKER,
     ChatClient,
     LlmClaimExtractor,
@@ -40,7 +39,8 @@ from ragbatch.providers.llm_judge import (
     build_messages,
     verdict_key,
 )
-from ragbatch.providers.ratelimit import RateLimiter
+from ragbatch.providers._ratelimit import RateLimiter
+from ragbatch.providers.cache._replies import ReplyCache
 from ragbatch.testing.chat_server import ChatFault, ChatServer
 
 ROOT = Path(__file__).resolve().parents[2]

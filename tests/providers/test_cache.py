@@ -21,16 +21,16 @@ import anyio
 import orjson
 import pytest
 
-from ragbatch.core.errors import ProviderError
-from ragbatch.core.provider import Call, Reply
-from ragbatch.core.questions import build_request
-from ragbatch.core.schema import Row
-from ragbatch.core.wire import JevRequest, request_key
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.providers.cache import CachedProvider, ReplyCache, decode_entry, encode_entry
-from ragbatch.providers.jev import ENDPOINT, JevProvider, JevSettings, OfflineJev
-from ragbatch.providers.ratelimit import RateLimiter
-from ragbatch.run.job import run_job
+from ragbatch.core._errors import ProviderError
+from ragbatch.core._provider import Call, Reply
+from ragbatch.core._questions import build_request
+from ragbatch.core._schema import Row
+from ragbatch.core._wire import JevRequest, request_key
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.providers._jev import ENDPOINT, JevProvider, JevSettings, OfflineJev
+from ragbatch.providers._ratelimit import RateLimiter
+from ragbatch.providers.cache._replies import CachedProvider, ReplyCache, decode_entry, encode_entry
+from ragbatch.run._job import run_job
 from ragbatch.testing import Fault, JevServer
 from tests.conftest import job_config
 
@@ -39,7 +39,7 @@ DATASET = ROOT / "datasets" / "rag-fixture.jsonl"
 PRICING = ROOT / "pricing" / "typesafe-2026-12.json"
 MODEL = "jev-1.13.0"
 KEY = "test-key"
-ROWS: list[Row] = list(DatasetReader(DATASET))
+ROWS: list[Row] = list(JsonlReader(DATASET))
 
 StartServer = Callable[..., JevServer]
 
@@ -97,9 +97,7 @@ def test_offline_replay_is_request_free_and_byte_identical(
     assert jev_server.requests_total == 48
     assert recorded.record["cache"]["writes"] == 48
 
-    replay = run_job(
-        job_config(jev_server, tmp_path, cache_mode="offline", out=tmp_path / "replay.json")
-    )
+    replay = run_job(job_config(jev_server, tmp_path, offline=True, out=tmp_path / "replay.json"))
     assert jev_server.requests_total == 48  # not one request
     assert replay.record["cache"]["hits"] == 48
     assert (tmp_path / "replay.json").read_bytes() == (tmp_path / "recorded.json").read_bytes()
@@ -118,7 +116,7 @@ def test_offline_miss_fails_the_row_without_a_request(
     cache.delete(row_key(5))
     cache.close()
 
-    result = run_job(job_config(jev_server, tmp_path, cache_mode="offline"))
+    result = run_job(job_config(jev_server, tmp_path, offline=True))
     assert jev_server.requests_total == 48
     rows = report_rows(tmp_path / "r.json")
     assert rows[5]["status"] == "failed" and rows[5]["route"] == "failed"
@@ -127,9 +125,7 @@ def test_offline_miss_fails_the_row_without_a_request(
     assert all(r["status"] == "ok" for i, r in enumerate(rows) if i != 5)
     assert result.report.modes.jev_only.failures.by_kind == {"cache-miss": 1}
 
-    empty = run_job(
-        job_config(jev_server, tmp_path, cache_mode="offline", cache_dir=tmp_path / "e")
-    )
+    empty = run_job(job_config(jev_server, tmp_path, offline=True, cache_dir=tmp_path / "e"))
     assert empty.report.modes.jev_only.failures.by_kind == {"cache-miss": 48}
     assert jev_server.requests_total == 48
 
@@ -140,14 +136,12 @@ def test_refresh_refetches_and_overwrites(
     run_job(job_config(jev_server, tmp_path, out=tmp_path / "old.json"))
     newer = start_jev_server(answer_fn=constant_answer)
 
-    refreshed = run_job(
-        job_config(newer, tmp_path, cache_mode="refresh", out=tmp_path / "refreshed.json")
-    )
+    refreshed = run_job(job_config(newer, tmp_path, refresh=True, out=tmp_path / "refreshed.json"))
     assert newer.successful == 48 and jev_server.requests_total == 48
     assert refreshed.record["cache"]["writes"] == 48
     assert refreshed.record["cache"]["hits"] == 0
 
-    replay = run_job(job_config(newer, tmp_path, cache_mode="offline"))
+    replay = run_job(job_config(newer, tmp_path, offline=True))
     assert newer.requests_total == 48
     assert replay.report_bytes == refreshed.report_bytes
     assert report_rows(tmp_path / "r.json")[0]["generation"]["relevance"] == 0.5
@@ -171,8 +165,8 @@ async def test_refresh_sends_identical_requests_in_flight_once(
 
 
 def test_off_never_reads_or_writes(jev_server: JevServer, tmp_path: Path) -> None:
-    run_job(job_config(jev_server, tmp_path, cache_mode="off"))
-    run_job(job_config(jev_server, tmp_path, cache_mode="off"))
+    run_job(job_config(jev_server, tmp_path, no_cache=True))
+    run_job(job_config(jev_server, tmp_path, no_cache=True))
     assert jev_server.requests_total == 96
     assert not (tmp_path / "cache").exists()
 

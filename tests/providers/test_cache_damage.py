@@ -22,11 +22,11 @@ import orjson
 import pytest
 from typer.testing import CliRunner, Result
 
-from ragbatch.cli.app import app
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.providers.cache import ReplyCache
-from ragbatch.providers.cache_store import UnreadableEntry
-from ragbatch.providers.cache_verify import verify_cache
+from ragbatch.cli._app import app
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.providers.cache._replies import ReplyCache
+from ragbatch.providers.cache._store import UnreadableEntry
+from ragbatch.providers.cache._verify import verify_cache
 from ragbatch.testing import JevServer
 from ragbatch.testing.record import KEY, RELEASE, mock_answers
 
@@ -44,7 +44,7 @@ HINT = " (move it aside or run `ragbatch cache verify --repair`)"
 def recorder() -> Iterator[JevServer]:
     """The loopback server as it recorded the committed cache (same answers)."""
     with JevServer(
-        api_key=KEY, release=RELEASE, answer_fn=mock_answers(list(DatasetReader(DATASET)))
+        api_key=KEY, release=RELEASE, answer_fn=mock_answers(list(JsonlReader(DATASET)))
     ) as server:
         yield server
 

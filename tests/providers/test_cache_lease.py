@@ -21,19 +21,19 @@ from typing import Any
 import anyio
 import pytest
 
-from ragbatch.core.errors import ProviderError
-from ragbatch.core.provider import Call, Reply
-from ragbatch.core.questions import build_request
-from ragbatch.core.schema import Row
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.providers.cache import CachedProvider, ReplyCache
-from ragbatch.providers.cache_lease import _HOST, LeaseOp, Leases
-from ragbatch.providers.jev import JevProvider, JevSettings
-from ragbatch.providers.ratelimit import RateLimiter
+from ragbatch.core._errors import ProviderError
+from ragbatch.core._provider import Call, Reply
+from ragbatch.core._questions import build_request
+from ragbatch.core._schema import Row
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.providers._jev import JevProvider, JevSettings
+from ragbatch.providers._ratelimit import RateLimiter
+from ragbatch.providers.cache._lease import _HOST, LeaseOp, Leases
+from ragbatch.providers.cache._replies import CachedProvider, ReplyCache
 from ragbatch.testing import Fault, JevServer
 
 ROOT = Path(__file__).resolve().parents[2]
-ROWS: list[Row] = list(DatasetReader(ROOT / "datasets" / "rag-fixture.jsonl"))
+ROWS: list[Row] = list(JsonlReader(ROOT / "datasets" / "rag-fixture.jsonl"))
 MODEL = "jev-1.13.0"
 KEY = "test-key"
 

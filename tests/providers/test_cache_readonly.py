@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.core.errors import CacheError
-from ragbatch.providers.cache import ReplyCache
+from ragbatch.cli._app import app
+from ragbatch.core._errors import CacheError
+from ragbatch.providers.cache._replies import ReplyCache
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET = ROOT / "datasets" / "rag-fixture.jsonl"

@@ -9,8 +9,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ragbatch.providers.cache import ReplyCache
-from ragbatch.providers.cache_writer import GroupWriter
+from ragbatch.providers.cache._replies import ReplyCache
+from ragbatch.providers.cache._writer import GroupWriter
 
 
 def test_concurrent_puts_share_commits_and_return_once_committed(tmp_path: Path) -> None:

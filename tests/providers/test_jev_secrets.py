@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 import ragbatch
-from ragbatch.cli.app import app
-from ragbatch.core.errors import (
+from ragbatch.cli._app import app
+from ragbatch.core._errors import (
     EXIT_ABORTED,
     EXIT_OK,
     EXIT_ROW_FAILURES,
@@ -20,10 +20,10 @@ from ragbatch.core.errors import (
     ConfigError,
     RunAborted,
 )
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.providers.apikey import Redactor, check_base_url, clean_key
-from ragbatch.providers.llm_judge import LlmJudge
-from ragbatch.providers.ratelimit import RateLimiter
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.providers._apikey import Redactor, check_base_url, clean_key
+from ragbatch.providers._llm_judge import LlmJudge
+from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.testing import Fault, JevServer
 from ragbatch.testing.chat_server import ChatServer
 
@@ -32,7 +32,7 @@ DATASET = ROOT / "datasets" / "rag-fixture.jsonl"
 PRICING = ROOT / "pricing" / "typesafe-2026-12.json"
 MODEL = "jev-1.13.0"
 SECRET = "sk-ragbatch-secret-5f0c2a"
-ROWS = list(DatasetReader(DATASET))
+ROWS = list(JsonlReader(DATASET))
 
 StartServer = Callable[..., JevServer]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,8 +10,8 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.report.export import export_rows
+from ragbatch.cli._app import app
+from ragbatch.report._export import export_rows, score_id
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "datasets" / "rag-fixture.jsonl"
@@ -69,15 +70,19 @@ def test_phoenix_span_annotations_field_by_field(report: Path, tmp_path: Path) -
     first, second = lines(out)
     one, two = rows["rag-001"], rows["rag-002"]
     assert one["route"] == "fallback" and two["route"] == "auto"
+    result_ = {
+        "label": one["cascade"]["diagnosis"],
+        "score": 1.0 if one["cascade"]["diagnosis"] == "PASS" else 0.0,
+        "explanation": f"Jev: {one['diagnosis']} (confidence {round(one['confidence'], 2)}, "
+        f"route fallback); the fallback judge decided {one['cascade']['diagnosis']} (confidence "
+        f"{round(one['cascade']['confidence'], 2)})",
+    }
     assert first == {
         "span_id": "span-1r",  # the root span, not the LLM span
         "name": "ragbatch",
         "annotator_kind": "LLM",
-        "label": one["cascade"]["diagnosis"],
-        "score": 1.0 if one["cascade"]["diagnosis"] == "PASS" else 0.0,
-        "explanation": f"Jev: {one['diagnosis']} (confidence {one['confidence']}, route fallback)"
-        f"; the fallback judge decided {one['cascade']['diagnosis']} (confidence "
-        f"{one['cascade']['confidence']})",
+        **result_,
+        "result": result_,  # where the REST endpoint reads them
         "metadata": {
             "row_id": "rag-001",
             "route": "fallback",
@@ -96,7 +101,7 @@ def test_phoenix_span_annotations_field_by_field(report: Path, tmp_path: Path) -
     assert second["label"] == two["diagnosis"] == two["cascade"]["diagnosis"]
     assert second["score"] == (1.0 if two["diagnosis"] == "PASS" else 0.0)
     assert second["explanation"] == (
-        f"Jev: {two['diagnosis']} (confidence {two['confidence']}, route auto)"
+        f"Jev: {two['diagnosis']} (confidence {round(two['confidence'], 2)}, route auto)"
     )
     assert second["metadata"]["judge"] == "jev"
     assert second["metadata"]["confidence"] == two["confidence"]
@@ -121,6 +126,7 @@ def test_langfuse_scores_field_by_field(report: Path, tmp_path: Path) -> None:
         label = row["cascade"]["diagnosis"]
         root = SPANS[key].get("root")
         assert category == {
+            "id": score_id(TRACES[key], root, "rag.diagnosis"),
             "traceId": TRACES[key],
             "observationId": root,  # the root observation when known, else the trace
             "name": "rag.diagnosis",
@@ -129,6 +135,7 @@ def test_langfuse_scores_field_by_field(report: Path, tmp_path: Path) -> None:
             "comment": category["comment"],
         }
         assert boolean == {
+            "id": score_id(TRACES[key], root, "rag.pass"),
             "traceId": TRACES[key],
             "observationId": root,
             "name": "rag.pass",
@@ -138,6 +145,10 @@ def test_langfuse_scores_field_by_field(report: Path, tmp_path: Path) -> None:
         }
         assert category["comment"].startswith(f"Jev: {row['diagnosis']} (confidence ")
     assert scores[0]["observationId"] == "span-1r" and scores[2]["observationId"] is None
+    assert len({s["id"] for s in scores}) == 4  # one id per (trace, observation, name)
+    again = tmp_path / "again.jsonl"
+    assert export(report, "langfuse", again, "--name", "rag").exit_code == 0
+    assert [s["id"] for s in lines(again)] == [s["id"] for s in scores]  # re-upload: update
     assert result.stderr == (
         "warning: skipped 2 rows: rag-003 (no traceId on the row), "
         "rag-004 (no verdict (the row failed))\n"
@@ -213,3 +224,19 @@ def test_a_failed_fallback_leaves_jevs_own_diagnosis() -> None:
     }
     failed = {**row, "status": "failed", "diagnosis": None, "confidence": None}
     assert export_rows([failed], "langfuse").skipped == [("t", "no verdict (the row failed)")]
+
+
+def test_comment_numbers_are_rounded_and_ids_are_stable() -> None:
+    row = {"id": "r", "status": "ok", "diagnosis": "PASS", "confidence": 0.8089999999999999,
+           "route": "auto", "traceId": "t1", "spans": {"root": "s1"},
+           "cascade": {"status": "ok", "diagnosis": "PASS", "confidence": 0.8089999999999999,
+                       "source": "jev"}}  # fmt: skip
+    diagnosis, passed = export_rows([row], "langfuse").records
+    assert diagnosis["comment"] == "Jev: PASS (confidence 0.81, route auto)"
+    assert diagnosis["id"] == score_id("t1", "s1", "ragbatch.diagnosis")
+    assert diagnosis["id"] != passed["id"] != score_id("t2", "s1", "ragbatch.pass")
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+                        diagnosis["id"])  # fmt: skip
+    (annotation,) = export_rows([row], "phoenix").records
+    assert annotation["explanation"] == "Jev: PASS (confidence 0.81, route auto)"
+    assert annotation["metadata"]["confidence"] == 0.8089999999999999  # data keeps every digit

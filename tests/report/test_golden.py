@@ -16,8 +16,8 @@ from pathlib import Path
 import orjson
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.report.models import Report, report_schema
+from ragbatch.cli._app import app
+from ragbatch.report._models import Report, report_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "datasets/rag-fixture.jsonl"

@@ -22,13 +22,14 @@ from hypothesis import strategies as st
 from matplotlib.text import Text
 
 import ragbatch.report
-from ragbatch.core.errors import ConfigError
-from ragbatch.core.policy import Guarantee, Thresholds
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.report import charts
-from ragbatch.report.html import ROW_CAP, answer_segments, report_html
-from ragbatch.report.models import ClaimOut, Report
-from ragbatch.run.job import JobConfig, run_job
+from ragbatch.core._errors import ConfigError
+from ragbatch.core._policy import Guarantee
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.report import _charts as charts
+from ragbatch.report._html import ROW_CAP, answer_segments, report_html
+from ragbatch.report._models import ClaimOut, Report
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART_IDS = ("chart-reliability", "chart-risk-coverage", "chart-tradeoff")
@@ -137,7 +138,7 @@ def report() -> Report:
 
 def dataset_texts(path: Path) -> tuple[dict[str, str], dict[str, str]]:
     """Answers and questions by row id."""
-    rows = list(DatasetReader(path))
+    rows = list(JsonlReader(path))
     return {r.id: r.answer for r in rows}, {r.id: r.question for r in rows}
 
 
@@ -152,16 +153,17 @@ def claims_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, dict[
     data.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in CLAIM_ROWS))
     pricing = ROOT / "pricing/typesafe-2026-12.json"
     report = run_job(
-        JobConfig(dataset=data, out=None, groundedness="claims", pricing=pricing)
+        RunOptions.of(quiet=True, dataset=data, out=None, groundedness="claims", pricing=pricing)
     ).report
-    return report, {row.id: row.answer for row in DatasetReader(data)}
+    return report, {row.id: row.answer for row in JsonlReader(data)}
 
 
 @pytest.fixture(scope="module")
 def golden_page() -> str:
     """The golden-set fixture's page: diagnostic matrix, golden sections, flagged slices."""
     data = ROOT / "datasets/golden-fixture.jsonl"
-    config = JobConfig(
+    config = RunOptions.of(
+        quiet=True,
         dataset=data,
         out=None,
         pricing=ROOT / "pricing/typesafe-2026-12.json",
@@ -200,7 +202,7 @@ def test_rows_table_has_a_question_column(page_html: str) -> None:
         "<thead><tr><th>id</th><th>question</th><th>diagnosis</th><th>route</th><th>expected</th>"
         "<th>confidence</th><th>answer</th></tr></thead>"
     ) in block
-    first = next(iter(DatasetReader(ROOT / "datasets/rag-fixture.jsonl")))
+    first = next(iter(JsonlReader(ROOT / "datasets/rag-fixture.jsonl")))
     assert f'<td class="question">{html.escape(first.question, quote=False)}</td>' in block
     assert '<td class="question">—</td>' in section(report_html_of_claims(), "row-results")
 
@@ -232,7 +234,8 @@ def test_slices_table_puts_flag_and_reason_first(golden_page: str) -> None:
 
 @pytest.mark.parametrize("rows_out", [False, True])
 def test_omitted_rows_say_where_the_rows_are(tmp_path: Path, rows_out: bool) -> None:
-    config = JobConfig(
+    config = RunOptions.of(
+        quiet=True,
         dataset=ROOT / "datasets/rag-fixture.jsonl",
         out=None,
         pricing=ROOT / "pricing/typesafe-2026-12.json",
@@ -365,20 +368,20 @@ def test_missing_extra_is_a_config_error(report: Report, monkeypatch: pytest.Mon
         report_html(report)
     monkeypatch.delitem(sys.modules, "jinja2")
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    monkeypatch.delitem(sys.modules, "ragbatch.report.charts", raising=False)
-    monkeypatch.delattr(ragbatch.report, "charts", raising=False)
+    monkeypatch.delitem(sys.modules, "ragbatch.report._charts", raising=False)
+    monkeypatch.delattr(ragbatch.report, "_charts", raising=False)
     with pytest.raises(ConfigError, match="'html' extra"):
         report_html(report)
 
 
 @pytest.mark.parametrize("module", ["html", "markdown", "tables"])
 def test_base_install_imports_no_extra(module: str) -> None:
-    tree = ast.parse((ROOT / "ragbatch" / "report" / f"{module}.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "ragbatch" / "report" / f"_{module}.py").read_text(encoding="utf-8"))
     top = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
     names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module or "" for n in top if isinstance(n, ast.ImportFrom)}
     assert not {name.split(".")[0] for name in names} & {"jinja2", "matplotlib", "markupsafe"}
-    assert "ragbatch.report.charts" not in names
+    assert "ragbatch.report._charts" not in names
 
 
 def _claim(start: int, end: int, verdict: str) -> ClaimOut:
@@ -478,20 +481,22 @@ def test_browser_renders_without_console_errors(page_html: str, tmp_path: Path) 
 def test_guarded_run_shows_both_routings_and_the_guarantee(tmp_path: Path) -> None:
     pricing = ROOT / "pricing/typesafe-2026-12.json"
     guarded = run_job(
-        JobConfig(
+        RunOptions.of(
+            quiet=True,
             dataset=ROOT / "datasets/rag-fixture.jsonl",
             out=None,
             pricing=pricing,
-            thresholds=Thresholds(routing="guarded"),
+            routing="guarded",
         )
     ).report
     page = Page(report_html(guarded))
     assert "chart-routing-curves" in page.svg_in
     assert "guarantee" not in page.ids  # no calibrated policy: nothing is guaranteed
     g = Guarantee(
-        target_risk=0.05, confidence=0.95, method="learn-then-test", routing="guarded",
-        coverage=0.4, risk_upper_bound=0.04, certified_on=100, auto_rows=40, errors=0,
-        candidates_tested=3, assumption="rows the policy judges are exchangeable",
+        target_risk=0.05, confidence=0.95, method="fixed-sequence", routing="guarded",
+        certified_on=100, auto_rows=40, errors=0, estimated_coverage=0.4,
+        coverage_lower_bound=0.32, estimated_risk=0.0, candidates_tested=3, per_diagnosis=[],
+        assumption="rows the policy judges are i.i.d. draws",
     )  # fmt: skip
     promised = guarded.model_copy(
         update={"policy": guarded.policy.model_copy(update={"guarantee": g})}
@@ -543,6 +548,6 @@ def test_browser_shows_the_new_parts(golden_page: str, tmp_path: Path) -> None:
         assert probe["heads"][head][2] <= right, (head, probe["heads"][head], right)
     # the legend's swatch is the red of a mismatched diagnosis, which plain ones are not
     assert probe["legend"] == probe["mismatch"] == "rgb(185, 28, 28)" != probe["plain"]
-    first = next(iter(DatasetReader(ROOT / "datasets/golden-fixture.jsonl")))
+    first = next(iter(JsonlReader(ROOT / "datasets/golden-fixture.jsonl")))
     assert probe["question"] == first.question
     assert probe["questionBox"][2] <= probe["viewport"]  # the question column is on screen

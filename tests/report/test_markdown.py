@@ -12,12 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ConfigDict
 
-from ragbatch.core.pricing import Cost
-from ragbatch.metrics.diagnostic_matrix import diagnose_names
-from ragbatch.metrics.scores import Latency
-from ragbatch.report.markdown import report_markdown, table_markdown
-from ragbatch.report.models import Failures, Report, RowsOmitted
-from ragbatch.report.tables import (
+from ragbatch.core._pricing import Cost
+from ragbatch.metrics._diagnostic_matrix import diagnose_names
+from ragbatch.metrics._scores import Latency
+from ragbatch.report._markdown import report_markdown, table_markdown
+from ragbatch.report._models import Failures, Report, RowsOmitted
+from ragbatch.report._tables import (
     Table,
     extra_tables,
     is_numeric_text,
@@ -25,7 +25,8 @@ from ragbatch.report.tables import (
     slices_table,
     usd,
 )
-from ragbatch.run.job import JobConfig, run_job
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAIM_ROW = {
@@ -149,7 +150,8 @@ def test_missing_latency_cost_and_failures_render(report: Report) -> None:
 def test_claims_summary(tmp_path: Path) -> None:
     data = tmp_path / "claims.jsonl"
     data.write_bytes(orjson.dumps(CLAIM_ROW) + b"\n")
-    config = JobConfig(
+    config = RunOptions.of(
+        quiet=True,
         dataset=data,
         out=None,
         groundedness="claims",
@@ -267,7 +269,8 @@ def test_is_numeric_text() -> None:
 
 @pytest.fixture(scope="module")
 def golden_markdown() -> str:
-    config = JobConfig(
+    config = RunOptions.of(
+        quiet=True,
         dataset=ROOT / "datasets/golden-fixture.jsonl",
         out=None,
         pricing=ROOT / "pricing/typesafe-2026-12.json",

@@ -5,21 +5,22 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import diskcache
 import pytest
 
-from ragbatch.core.errors import CacheError, ConfigError, RagbatchError
-from ragbatch.core.provider import Reply
-from ragbatch.core.schema import TokenUsage
-from ragbatch.core.wire import NoulAnswer
-from ragbatch.providers.cache import ReplyCache, encode_entry
-from ragbatch.providers.cache_merge import MergeStats, merge_caches
-from ragbatch.run.dask import local_cluster, run_on_dask
-from ragbatch.run.job import JobConfig, run_job
+from ragbatch.core._errors import CacheError, ConfigError, RagbatchError
+from ragbatch.core._provider import Reply
+from ragbatch.core._schema import TokenUsage
+from ragbatch.core._wire import NoulAnswer
+from ragbatch.providers.cache._merge import MergeStats, merge_caches
+from ragbatch.providers.cache._replies import ReplyCache, encode_entry
+from ragbatch.providers.cache._verify import verify_cache
+from ragbatch.run._dask import local_cluster, run_on_dask
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 from ragbatch.testing import JevServer
 from tests.conftest import JEV_KEY
 
@@ -40,7 +41,7 @@ def test_missing_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch, tmp_pa
     with pytest.raises(ConfigError, match=r"pip install 'ragbatch\[dask\]'"), local_cluster(1):
         pass
     with pytest.raises(ConfigError, match="the 'dask' extra"):
-        run_on_dask(JobConfig(), 2, None)  # type: ignore[arg-type]
+        run_on_dask(RunOptions.of(quiet=True), 2, None)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +55,10 @@ def client() -> Iterator[Client]:
 def test_dask_report_equals_single_run(client: Client, tmp_path: Path) -> None:
     assert str(client.scheduler_info()["address"]).startswith("tcp://127.0.0.1:")
     assert len(client.scheduler_info()["workers"]) == 2
-    single = run_job(JobConfig(dataset=DATASET, pricing=PRICING, out=tmp_path / "single.json"))
-    config = JobConfig(dataset=DATASET, pricing=PRICING, out=tmp_path / "dask.json")
+    single = run_job(
+        RunOptions.of(quiet=True, dataset=DATASET, pricing=PRICING, out=tmp_path / "single.json")
+    )
+    config = RunOptions.of(quiet=True, dataset=DATASET, pricing=PRICING, out=tmp_path / "dask.json")
     result = run_on_dask(config, 2, client)
     assert result.report_bytes == single.report_bytes
     assert (tmp_path / "dask.json").read_bytes() == (tmp_path / "single.json").read_bytes()
@@ -95,8 +98,8 @@ def test_no_shared_disk_results_and_cache_entries_come_back_through_dask(
     client, own = apart
     cache, rows = tmp_path / "client-cache", tmp_path / "rows.jsonl"
     with JevServer(api_key=JEV_KEY) as server:
-        live = JobConfig(
-            dataset=DATASET, pricing=PRICING, out=tmp_path / "dask.json", provider="jev",
+        live = RunOptions.of(
+            quiet=True, dataset=DATASET, pricing=PRICING, out=tmp_path / "dask.json", provider="jev",
             model="jev-1.13.0", base_url=server.base_url, api_key=JEV_KEY, concurrency=8,
             cache_dir=cache, rows_out=rows,
         )  # fmt: skip
@@ -109,13 +112,13 @@ def test_no_shared_disk_results_and_cache_entries_come_back_through_dask(
 
         # a rerun on the cluster resumes from the client's cache: no new request
         requests = server.requests_total
-        again = run_on_dask(replace(live, out=tmp_path / "again.json"), 3, client)
+        again = run_on_dask(live.replace(out=tmp_path / "again.json"), 3, client)
         assert server.requests_total == requests
         assert again.report_bytes == result.report_bytes
 
-        offline = dict(cache_mode="offline", cache_dir=cache, base_url=server.base_url)
+        offline = dict(offline=True, cache_dir=cache, base_url=server.base_url)
         replay = run_job(
-            replace(live, out=tmp_path / "replay.json", rows_out=tmp_path / "r1.jsonl", **offline)  # type: ignore[arg-type]
+            live.replace(out=tmp_path / "replay.json", rows_out=tmp_path / "r1.jsonl", **offline)
         )
         assert server.requests_total == requests  # zero new requests
     assert replay.record["cache"]["hits"] == 48
@@ -127,7 +130,7 @@ def test_no_shared_disk_results_and_cache_entries_come_back_through_dask(
 def test_a_shard_error_comes_back_as_one_error_line(client: Client, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(DATASET.read_bytes().splitlines(keepends=True)[0] + b'{"id": 3}\n')
-    config = JobConfig(dataset=bad, pricing=PRICING, out=tmp_path / "dask.json")
+    config = RunOptions.of(quiet=True, dataset=bad, pricing=PRICING, out=tmp_path / "dask.json")
     with pytest.raises(RagbatchError, match=r"^shard 2/2: .*bad\.jsonl:2: ") as caught:
         run_on_dask(config, 2, client)
     assert caught.value.exit_code == 2  # a DatasetError, reported like the CLI would
@@ -175,27 +178,60 @@ def _key(n: int) -> str:
     return f"{n:064x}"
 
 
-def test_merge_copies_verified_entries_and_skips_corrupt_ones(tmp_path: Path) -> None:
+def test_merge_copies_every_entry_of_verified_sources(tmp_path: Path) -> None:
     good = {_key(i): encode_entry(_reply(i / 10), _key(i)) for i in range(4)}
-    tampered = bytearray(encode_entry(_reply(0.9), _key(10)))
-    tampered[-3] ^= 1  # one body byte flipped: the checksum no longer matches
-    corrupt = {
-        _key(10): bytes(tampered),
-        _key(11): encode_entry(_reply(0.5), _key(99)),  # stored under another request's key
-        _key(12): encode_entry(_reply(0.5)),  # no key in the header
-        _key(13): b"not an entry",
-        _key(14): b'{"format": 99}\n{}',
-    }
-    a = _fill(tmp_path / "a", {k: good[k] for k in list(good)[:2]} | corrupt)
+    a = _fill(tmp_path / "a", {k: good[k] for k in list(good)[:2]})
     b = _fill(tmp_path / "b", {k: good[k] for k in list(good)[2:]})
     stats = merge_caches([a, b], tmp_path / "merged")
-    assert stats == MergeStats(
-        sources=2, entries_read=9, copied=4, already_present=0, corrupt_skipped=5
-    )
+    assert stats == MergeStats(sources=2, entries_read=4, copied=4, already_present=0)
     assert _read(tmp_path / "merged") == good
     again = merge_caches([a, b], tmp_path / "merged")  # idempotent
-    assert again == MergeStats(2, 9, 0, 4, 5)
+    assert again == MergeStats(2, 4, 0, 4)
     assert _read(tmp_path / "merged") == good
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        "checksum",  # one body byte flipped: the checksum no longer matches
+        "other-key",  # stored under another request's key
+        "no-key",  # no key in the header
+        "not-an-entry",
+        "old-format",
+    ],
+)
+@pytest.mark.parametrize("target_exists", [False, True])
+def test_a_source_cache_verify_calls_damaged_leaves_the_target_untouched(
+    tmp_path: Path, corrupt: str, target_exists: bool
+) -> None:
+    tampered = bytearray(encode_entry(_reply(0.9), _key(10)))
+    tampered[-3] ^= 1
+    value = {
+        "checksum": bytes(tampered),
+        "other-key": encode_entry(_reply(0.5), _key(99)),
+        "no-key": encode_entry(_reply(0.5)),
+        "not-an-entry": b"not an entry",
+        "old-format": b'{"format": 99}\n{}',
+    }[corrupt]
+    good = _fill(
+        tmp_path / "good", {_key(i): encode_entry(_reply(i / 10), _key(i)) for i in range(3)}
+    )
+    bad = _fill(tmp_path / "bad", {_key(5): encode_entry(_reply(0.2), _key(5)), _key(10): value})
+    assert verify_cache(bad).corrupt == 1
+    target = tmp_path / "target"
+    existing = {_key(7): encode_entry(_reply(0.7), _key(7))}
+    if target_exists:
+        _fill(target, existing)
+    with pytest.raises(
+        CacheError, match=f"cache directory is damaged: {bad}: 2 entries: 1 ok, 1 corrupt"
+    ):
+        merge_caches([good, bad], target)
+    assert _read(target) == existing if target_exists else not target.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bad",
+        "good",
+        *(["target"] if target_exists else []),
+    ]
 
 
 def test_merge_keeps_an_existing_key_and_the_first_source_wins(tmp_path: Path) -> None:
@@ -250,13 +286,14 @@ def test_merge_checks_every_source_before_copying_anything(tmp_path: Path, bad: 
     assert _read(existing) == {}
 
 
-def test_merge_ignores_diskcache_values_that_are_not_bytes(tmp_path: Path) -> None:
+def test_merge_refuses_diskcache_values_that_are_not_ours(tmp_path: Path) -> None:
     raw = diskcache.Cache(str(tmp_path / "src"))
     raw.set(_key(1), {"pickled": True})
     raw.set(7, encode_entry(_reply(0.3), "7"))
     raw.close()
-    stats = merge_caches([tmp_path / "src"], tmp_path / "out")
-    assert stats == MergeStats(1, 2, 0, 0, 2)
+    with pytest.raises(CacheError, match="2 entries: 0 ok, 2 corrupt"):
+        merge_caches([tmp_path / "src"], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.timeout(180)

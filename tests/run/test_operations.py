@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
+from ragbatch.cli._app import app
 from tests.conftest import JEV_KEY
 from tests.run.test_resume import StartServer, comparable
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ragbatch.core.pricing import parse_pricing
-from ragbatch.providers.ratelimit import RateLimiter
-from ragbatch.run.progress import Progress, Snapshot
+from ragbatch.core._pricing import parse_pricing
+from ragbatch.providers._ratelimit import RateLimiter
+from ragbatch.run._progress import Progress, Snapshot
 from ragbatch.testing import Fault, JevServer
 from tests.conftest import JEV_KEY
 from tests.providers.test_jev_provider import make_call, open_provider, settings_for

@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from ragbatch.core.questions import RequestLimits, build_request, oversize_reason
-from ragbatch.data.jsonl import DatasetReader
+from ragbatch.core._questions import RequestLimits, build_request, oversize_reason
+from ragbatch.data._jsonl import JsonlReader
 from tests.conftest import JEV_KEY
 from tests.run.test_operations import DATASET, PRICING, cli
 from tests.run.test_resume import StartServer
@@ -47,7 +47,7 @@ def dataset(tmp_path: Path) -> Path:
 
 
 def test_oversize_reason_names_the_limit(tmp_path: Path) -> None:
-    requests = {r.id: build_request(r, "jev-1.13.0") for r in DatasetReader(dataset(tmp_path))}
+    requests = {r.id: build_request(r, "jev-1.13.0") for r in JsonlReader(dataset(tmp_path))}
     limits = RequestLimits()
     assert oversize_reason(requests[ROWS[0]["id"]], limits) is None
     assert oversize_reason(requests[HUGE], limits) == PER_REQUEST

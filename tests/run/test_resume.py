@@ -18,8 +18,9 @@ from typing import Any
 
 import orjson
 
-from ragbatch.providers.cache import ReplyCache
-from ragbatch.run.job import JobConfig, run_job
+from ragbatch.providers.cache._replies import ReplyCache
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 from ragbatch.testing import JevServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +86,9 @@ def test_killed_run_resumes_to_the_uninterrupted_report(
     assert proc.returncode == -signal.SIGKILL, err.decode()
     assert not out.exists()
 
-    time.sleep(0.1)  # replies the server was still writing to the dead client get counted
+    settled = time.monotonic() + 30
+    while server.in_flight and time.monotonic() < settled:  # replies still being written to
+        time.sleep(0.005)  # the dead client get counted before the counts are read
     answered_before_kill = server.successful
     cache = ReplyCache(cache_dir)
     cached = len(cache)
@@ -102,7 +105,8 @@ def test_killed_run_resumes_to_the_uninterrupted_report(
 
     fresh_server = start_jev_server()
     fresh = run_job(
-        JobConfig(
+        RunOptions.of(
+            quiet=True,
             provider="jev",
             base_url=fresh_server.base_url,
             api_key=KEY,

@@ -10,19 +10,19 @@ import anyio
 import orjson
 import pytest
 
-from ragbatch.core.errors import DatasetError, ProviderError, RunAborted
-from ragbatch.core.outcome import RowOutcome
-from ragbatch.core.policy import Thresholds
-from ragbatch.core.pricing import parse_pricing
-from ragbatch.core.provider import Call, Reply
-from ragbatch.core.schema import Row
-from ragbatch.data.jsonl import DatasetReader
-from ragbatch.providers.baseline import RecordedBaseline
-from ragbatch.providers.mock import MockProvider
-from ragbatch.report.builder import RunInfo, summarize
-from ragbatch.report.models import report_bytes
-from ragbatch.run import runner
-from ragbatch.run.runner import RunConfig, run_batch
+from ragbatch.core._errors import DatasetError, ProviderError, RunAborted
+from ragbatch.core._outcome import RowOutcome
+from ragbatch.core._policy import Thresholds
+from ragbatch.core._pricing import parse_pricing
+from ragbatch.core._provider import Call, Reply
+from ragbatch.core._schema import Row
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.providers._baseline import RecordedBaseline
+from ragbatch.providers._mock import MockProvider
+from ragbatch.report._builder import RunInfo, summarize
+from ragbatch.report._models import report_bytes
+from ragbatch.run import _runner as runner
+from ragbatch.run._runner import RunConfig, run_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "datasets/rag-fixture.jsonl"
@@ -62,7 +62,7 @@ class ScriptedProvider:
 
 def evaluate(provider: ScriptedProvider, concurrency: int, **kw: object) -> list[RowOutcome]:
     config = RunConfig(concurrency=concurrency, **kw)  # type: ignore[arg-type]
-    return anyio.run(run_batch, DatasetReader(FIXTURE), provider, RecordedBaseline(), config)
+    return anyio.run(run_batch, JsonlReader(FIXTURE), provider, RecordedBaseline(), config)
 
 
 def report_of(outcomes: list[RowOutcome]) -> bytes:
@@ -125,7 +125,7 @@ def test_dataset_error_mid_stream_stops_the_run(tmp_path: Path) -> None:
     bad.write_text("\n".join([*lines[:5], "{broken", *lines[5:]]) + "\n", encoding="utf-8")
     provider = ScriptedProvider(1)
     with pytest.raises(BaseExceptionGroup) as caught:
-        anyio.run(run_batch, DatasetReader(bad), provider, RecordedBaseline(), RunConfig(4))
+        anyio.run(run_batch, JsonlReader(bad), provider, RecordedBaseline(), RunConfig(4))
     assert caught.group_contains(DatasetError)
 
 
@@ -140,7 +140,7 @@ def test_no_label_field_ever_reaches_the_provider(tmp_path: Path) -> None:
     path = tmp_path / "marked.jsonl"
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     provider = ScriptedProvider(2)
-    anyio.run(run_batch, DatasetReader(path), provider, RecordedBaseline(), RunConfig(8))
+    anyio.run(run_batch, JsonlReader(path), provider, RecordedBaseline(), RunConfig(8))
     forbidden = ("expected", "mock", "baseline", "metadata", marker)
     for call in provider.calls:
         body = call.request.body().decode()
@@ -190,7 +190,7 @@ def test_a_slow_row_holds_back_at_most_the_reorder_window(
     seen: list[int] = []
 
     async def go() -> int:
-        rows = enumerate(DatasetReader(FIXTURE))
+        rows = enumerate(JsonlReader(FIXTURE))
         sink = lambda o: seen.append(o.index)  # noqa: E731
         return await runner.run_stream(rows, provider, RecordedBaseline(), RunConfig(8), sink)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.run.shards import shard_of
+from ragbatch.cli._app import app
+from ragbatch.run._shards import shard_of
 from tests.conftest import JEV_KEY
 from tests.run.test_resume import StartServer, wait_for
 

@@ -7,20 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from ragbatch.core.errors import DatasetError
-from ragbatch.report.builder import ReportBuilder
-from ragbatch.report.merge import merge_builders
-from ragbatch.report.models import report_bytes
-from ragbatch.run.job import JobConfig, run_job
-from ragbatch.run.shards import read_partial
-from ragbatch.run.split import check_duplicate_ids, part_bounds, part_source, plan_rows
-from ragbatch.run.workers import run_workers
+from ragbatch.core import DatasetError
+from ragbatch.report import ReportBuilder, merge_builders, report_bytes
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
+from ragbatch.run._shards import _INFO, read_partial
+from ragbatch.run._split import check_duplicate_ids, part_bounds, part_source, plan_rows
+from ragbatch.run._workers import run_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = [
     ("rag-fixture.jsonl", {}),
     ("claims-fixture.jsonl", {"groundedness": "claims"}),
-    ("golden-fixture.jsonl", {"slice_by": ("department",)}),
+    ("golden-fixture.jsonl", {"slice_by": ["department"]}),
     ("calibration-fixture.jsonl", {}),
 ]
 
@@ -29,13 +28,12 @@ CASES = [
 def test_merged_builders_of_consecutive_parts_equal_one_builder(
     tmp_path: Path, name: str, extra: dict[str, object]
 ) -> None:
-    config = JobConfig(
-        dataset=ROOT / "datasets" / name, out=None, shard=(1, 1),
-        partial_out=tmp_path / "p.jsonl", **extra,  # type: ignore[arg-type]
+    config = RunOptions.of(
+        dataset=ROOT / "datasets" / name, out=None, shard="1/1",
+        partial_out=tmp_path / "p.jsonl", quiet=True, **extra,
     )  # fmt: skip
     run_job(config)
     header, outcomes = read_partial(tmp_path / "p.jsonl")
-    from ragbatch.run.shards import _INFO
 
     for limit in (10_000, 5):
         info = replace(_INFO.validate_json(header.info), max_report_rows=limit)
@@ -78,7 +76,8 @@ def test_a_duplicate_id_across_parts_fails_at_the_later_line(tmp_path: Path) -> 
     with pytest.raises(DatasetError, match=r":5: duplicate row id"):
         check_duplicate_ids([["a", "b"], ["c", "d", "b"]], plan)
     out = tmp_path / "r.json"
-    config = JobConfig(dataset=path, out=out, pricing=ROOT / "pricing" / "typesafe-2026-12.json")
+    pricing = ROOT / "pricing" / "typesafe-2026-12.json"
+    config = RunOptions.of(dataset=path, out=out, pricing=pricing, quiet=True)
     with pytest.raises(Exception, match=r":5: duplicate row id"):
         run_workers(config, 2)
     assert not out.exists()

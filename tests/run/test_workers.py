@@ -16,9 +16,9 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from ragbatch.cli.app import app
-from ragbatch.providers.cache import ReplyCache
-from ragbatch.run import workers as worker_processes
+from ragbatch.cli._app import app
+from ragbatch.providers.cache._replies import ReplyCache
+from ragbatch.run import _workers as worker_processes
 from ragbatch.testing import JevServer
 from tests.conftest import JEV_KEY
 from tests.run.test_resume import StartServer, wait_for
@@ -43,17 +43,25 @@ def test_workers_rows_out_equals_single_process_bytes(
     monkeypatch.setattr(worker_processes, "available_cores", lambda: 8)  # 3 on a 2-core machine
     single, multi = tmp_path / "single.jsonl", tmp_path / "multi.jsonl"
     common = ("run", str(DATASET), "--pricing", str(PRICING), "--quiet")
-    code, text = cli(*common, "--out", str(tmp_path / "s.json"), "--rows-out", str(single))
+    code, text = cli(
+        *common, "--out", str(tmp_path / "s.json"), "--rows-out", str(single),
+        "--html", str(tmp_path / "s.html"), "--markdown", str(tmp_path / "s.md"),
+    )  # fmt: skip
     assert code == 0, text
     code, text = cli(
         *common, "--workers", str(workers), "--out", str(tmp_path / "m.json"),
-        "--rows-out", str(multi),
+        "--rows-out", str(multi), "--html", str(tmp_path / "m.html"),
+        "--markdown", str(tmp_path / "m.md"),
     )  # fmt: skip
     assert code == 0, text
     assert len(multi.read_bytes().splitlines()) == ROWS
     assert multi.read_bytes() == single.read_bytes()
+    # the views of the merged report: the HTML shows each row's question and answer, which
+    # the workers read (the parent does not parse the rows)
+    for view in ("html", "md"):
+        assert (tmp_path / f"m.{view}").read_bytes() == (tmp_path / f"s.{view}").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "m.json", "multi.jsonl", "s.json", "single.jsonl"
+        "m.html", "m.json", "m.md", "multi.jsonl", "s.html", "s.json", "s.md", "single.jsonl"
     ]  # fmt: skip
 
 
@@ -123,7 +131,8 @@ def wait_until(predicate: Callable[[], bool], limit_s: float) -> float:
 
 def assert_resumes(server: JevServer, tmp_path: Path, *extra: str) -> None:
     """After a stopped run: the rerun pays only for what is not in the cache, and finishes."""
-    time.sleep(0.2)  # replies the server was still writing to the stopped client get counted
+    # replies the server was still writing to the stopped client get counted first
+    wait_until(lambda: server.in_flight == 0, limit_s=30)
     answered, cached = server.successful, cached_entries(tmp_path)
     assert answered - cached <= CONCURRENCY  # only calls in flight were lost
     rerun = subprocess.run(live_command(server, tmp_path, *extra), cwd=ROOT, env=ENV,

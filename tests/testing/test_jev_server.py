@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from ragbatch.testing import Fault, JevServer, count_input_tokens
+from ragbatch.testing.bucket import TokenBucket
 
 KEY = "test-key"
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,13 +232,14 @@ def test_hang_times_out_client_and_server_survives(server: JevServer) -> None:
 
 def test_latency_fault_and_server_latency() -> None:
     with JevServer(api_key=KEY, latency_s=0.05) as srv, authed(srv) as c:
-        srv.push(Fault(kind="latency", delay_s=0.1))
+        srv.push(Fault(kind="latency", delay_s=1.0))
         start = time.perf_counter()
         assert post(c).status_code == 200
-        assert time.perf_counter() - start >= 0.15
+        assert time.perf_counter() - start >= 1.05
         start = time.perf_counter()
         post(c)
-        assert 0.05 <= time.perf_counter() - start < 0.15
+        elapsed = time.perf_counter() - start
+        assert 0.05 <= elapsed < 1.0  # the server's latency; the fault was used up
 
 
 def test_non_json_fault(server: JevServer, client: httpx.Client) -> None:
@@ -302,14 +304,17 @@ def test_bad_usage(server: JevServer, client: httpx.Client, value: int | str) ->
 def test_token_bucket_throttles_with_retry_after_ms() -> None:
     need = count_input_tokens("Sky: blue.", {"q1": NOUL})
     body = request_body({"q1": NOUL})
-    bucket = (2.5 * need, need * 10.0)
+    now = [0.0]  # the bucket's clock moves only when the test moves it
+    bucket = TokenBucket(2.5 * need, need * 10.0, clock=lambda: now[0])
     with JevServer(api_key=KEY, token_bucket=bucket) as srv, authed(srv) as c:
         assert [post(c, body).status_code for _ in range(2)] == [200, 200]
         throttled = post(c, body)
         assert throttled.status_code == 429
         wait_ms = int(throttled.headers["retry-after-ms"])
-        assert 0 < wait_ms <= 100
-        time.sleep(wait_ms / 1000 + 0.01)
+        assert wait_ms == 50  # half a request's tokens at ten requests a second
+        now[0] += wait_ms / 2000  # half the wait: still short of tokens
+        assert post(c, body).status_code == 429
+        now[0] += wait_ms / 2000 + 0.001  # the whole wait (and a little more)
         assert post(c, body).status_code == 200
         too_big = request_body({f"q{i}": NOUL for i in range(100)})
         assert post(c, too_big).status_code == 400
@@ -333,25 +338,33 @@ def test_counters_bodies_headers_and_reset(server: JevServer, client: httpx.Clie
 
 
 def test_max_in_flight_with_concurrent_clients() -> None:
-    with JevServer(api_key=KEY, latency_s=0.2) as srv:
+    # no request is answered before all 8 have arrived: only a server that handles them at
+    # once gets past the barrier (a serial one would break it, and fail every request)
+    together = threading.Barrier(8, timeout=60)
+
+    def wait_for_all(index: int, body: dict[str, Any]) -> None:
+        together.wait()
+
+    with JevServer(api_key=KEY, fault_fn=wait_for_all) as srv:
         statuses: list[int] = []
         lock = threading.Lock()
 
         def call() -> None:
-            with authed(srv) as c:
-                status = post(c).status_code
+            try:
+                with authed(srv, timeout=60) as c:
+                    status = post(c).status_code
+            except httpx.HTTPError:
+                status = 0
             with lock:
                 statuses.append(status)
 
         threads = [threading.Thread(target=call) for _ in range(8)]
-        start = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         assert statuses == [200] * 8
-        assert srv.max_in_flight >= 8
-        assert time.perf_counter() - start < 1.0
+        assert srv.max_in_flight == 8
 
 
 def test_latency_jitter_is_seeded() -> None:

@@ -19,7 +19,8 @@ from typing import Any
 import orjson
 import pytest
 
-from ragbatch.run.job import JobConfig, run_job
+from ragbatch.run._job import run_job
+from ragbatch.run._options import RunOptions
 from ragbatch.testing import JevServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,7 +114,8 @@ def mock() -> Iterator[Callable[..., str]]:
 
 
 def judged_and_failed(url: str, dataset: Path, tmp_path: Path, **changes: Any) -> tuple[int, int]:
-    config = JobConfig(
+    config = RunOptions.of(
+        quiet=True,
         provider="jev",
         base_url=url,
         api_key=KEY,
@@ -151,7 +153,8 @@ def test_a_422_from_jevcompat_mock_says_which_field(
 ) -> None:
     # strict-ids: 422 for question ids outside [A-Za-z0-9_], FastAPI-style with a loc path
     url = mock("strict-ids")
-    config = JobConfig(
+    config = RunOptions.of(
+        quiet=True,
         provider="jev",
         base_url=url,
         api_key=KEY,

@@ -1,0 +1,284 @@
+"""Judgments -> diagnosis, confidence and route: the deterministic policy (pure: no I/O).
+
+Jev answers atomic questions; this module alone turns them into a verdict, with two-sided
+thresholds: ``p <= fail`` is a confident "no", ``p >= pass`` a confident "yes", and only the
+open band between them is uncertain (docs/semantics.md §2).
+
+Two routings walk the same precedence. ``showcase`` (the TypeScript showcase's, the default):
+the first rule that fires wins, and only a row where no rule fired but some signal is in the
+band goes to the fallback. ``guarded`` (§2a): each rule fires, is confidently ruled out, or is
+undecided; the walk stops at the first rule that is not ruled out, and an undecided rule sends
+the row to the fallback. So a guarded automatic diagnosis is never taken while an earlier,
+higher-precedence rule could still be the truth, which is what lets a risk bound hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from ragbatch.core._claims import ClaimSummary
+from ragbatch.core._errors import ConfigError
+from ragbatch.core._schema import Diagnosis, Judgments, Route
+
+Routing = Literal["showcase", "guarded"]
+ROUTINGS: tuple[Routing, ...] = get_args(Routing)
+
+
+def routing_of(name: str | None) -> Routing:
+    """A routing by name (None: the default, ``showcase``); unknown names are a ConfigError."""
+    if name is None or name == "showcase":
+        return "showcase"
+    if name == "guarded":
+        return "guarded"
+    raise ConfigError(f"--routing must be one of {', '.join(ROUTINGS)}, got {name!r}")
+
+
+JUDGMENTS = (
+    "chunkRelevance",  # the best chunk of the row
+    "contextSufficiency",
+    "contextConflict",
+    "answerRelevance",
+    "groundedness",
+    "contradiction",
+    "correctness",
+)
+
+
+def _check(fail: float, pass_: float, what: str) -> None:
+    if not (0.0 <= fail < pass_ <= 1.0):
+        raise ConfigError(
+            f"thresholds must satisfy 0 <= fail < pass <= 1, got fail={fail} pass={pass_}{what}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Two-sided thresholds; the fixture defaults are examples, not universal values.
+
+    ``per`` overrides (fail, pass) for single judgments, e.g. from a calibrated policy file;
+    ``routing`` says how the precedence is walked (module docstring).
+    """
+
+    fail: float = 0.2
+    pass_: float = 0.8
+    per: tuple[tuple[str, float, float], ...] = ()
+    routing: Routing = "showcase"
+
+    def __post_init__(self) -> None:
+        if self.routing not in ROUTINGS:
+            raise ConfigError(f"unknown routing {self.routing!r}; use one of {list(ROUTINGS)}")
+        _check(self.fail, self.pass_, "; check --fail-threshold and --pass-threshold")
+        for name, fail, pass_ in self.per:
+            if name not in JUDGMENTS:
+                raise ConfigError(f"unknown judgment {name!r} in thresholds; known: {JUDGMENTS}")
+            _check(fail, pass_, f" for {name}")
+
+    def pair(self, name: str) -> tuple[float, float]:
+        for judgment, fail, pass_ in self.per:
+            if judgment == name:
+                return fail, pass_
+        return self.fail, self.pass_
+
+    def is_low(self, p: float, name: str = "") -> bool:
+        return p <= self.pair(name)[0]
+
+    def is_high(self, p: float, name: str = "") -> bool:
+        return p >= self.pair(name)[1]
+
+    def is_uncertain(self, p: float, name: str = "") -> bool:
+        fail, pass_ = self.pair(name)
+        return fail < p < pass_
+
+
+class DiagnosisRisk(BaseModel):
+    """One automatic diagnosis of a certified policy on the labelled rows it was tested on."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+    diagnosis: Diagnosis
+    auto_rows: int
+    errors: int
+    estimated_risk: float  # errors / auto_rows: an estimate, not a bound
+    target: float | None = None  # its own guaranteed bound (calibrate --per-diagnosis)
+    above_target: bool  # the estimate exceeds its own target, or the pooled one
+
+
+class Guarantee(BaseModel):
+    """What a calibrated policy guarantees, and what was observed when it was certified.
+
+    The guarantee is ``target_risk`` itself: with probability at least ``confidence`` (over
+    the labelled rows drawn), the diagnosis error rate of the rows the policy decides
+    automatically is at most ``target_risk`` (and, per listed diagnosis, at most its own
+    ``target``), under ``assumption``. Everything else is an estimate on the
+    ``certified_on`` rows it was tested on: ``estimated_coverage`` (with its one-sided lower
+    bound at ``confidence``), ``estimated_risk``, ``auto_rows``, ``errors`` and the
+    per-diagnosis figures. ``method`` names the test that certified it.
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+    target_risk: float
+    confidence: float
+    method: str
+    routing: Routing
+    certified_on: int
+    auto_rows: int
+    errors: int
+    estimated_coverage: float
+    coverage_lower_bound: float
+    estimated_risk: float
+    candidates_tested: int
+    per_diagnosis: list[DiagnosisRisk]
+    assumption: str
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A final verdict of one judge on one row."""
+
+    diagnosis: Diagnosis
+    confidence: float
+    route: Route
+
+
+def _need(value: float | None, name: str) -> float:
+    if value is None:
+        raise ValueError(f"judgment {name} missing")  # a bug: requests always ask it
+    return value
+
+
+def diagnose(j: Judgments, t: Thresholds, claims: ClaimSummary | None = None) -> Verdict:
+    """Apply the precedence table to one row's judgments.
+
+    In claim mode (``claims`` given) the claim verdicts take the place of the whole-answer
+    groundedness: a claim veto is GENERATOR_UNGROUNDED, an uncertain claim is uncertainty,
+    and the claims' confidence replaces groundedness in the PASS confidence.
+    """
+    r, g = j.retrieval, j.generation
+    sufficiency = _need(r.sufficiency, "sufficiency")
+    conflict = _need(r.conflict, "conflict")
+    relevance = _need(g.relevance, "relevance")
+    grounded = _need(g.groundedness, "groundedness")
+    contradiction = _need(g.contradiction, "contradiction")
+    correctness = g.correctness
+    best_chunk = max(r.chunk_relevance.values()) if r.chunk_relevance else None
+    if t.routing == "guarded":
+        return _guarded(
+            t,
+            claims,
+            sufficiency,
+            conflict,
+            relevance,
+            grounded,
+            contradiction,
+            correctness,
+            best_chunk,
+        )
+
+    if t.is_high(conflict, "contextConflict"):
+        return Verdict("CONFLICTING_EVIDENCE", conflict, "auto")
+    if best_chunk is None:
+        return Verdict("RETRIEVAL_MISS", 1.0, "auto")
+    if t.is_low(best_chunk, "chunkRelevance"):
+        return Verdict("RETRIEVAL_MISS", 1.0 - best_chunk, "auto")
+    if t.is_low(sufficiency, "contextSufficiency"):
+        return Verdict("RETRIEVAL_INSUFFICIENT", 1.0 - sufficiency, "auto")
+    if t.is_low(relevance, "answerRelevance"):
+        return Verdict("ANSWER_IRRELEVANT", 1.0 - relevance, "auto")
+    if claims is not None:
+        if claims.answer_fails or t.is_high(contradiction, "contradiction"):
+            veto = claims.confidence if claims.answer_fails else 0.0
+            high = contradiction if t.is_high(contradiction, "contradiction") else 0.0
+            return Verdict("GENERATOR_UNGROUNDED", max(veto, high), "auto")
+    elif t.is_low(grounded, "groundedness") or t.is_high(contradiction, "contradiction"):
+        return Verdict("GENERATOR_UNGROUNDED", max(1.0 - grounded, contradiction), "auto")
+    if correctness is not None and t.is_low(correctness, "correctness"):
+        return Verdict("ANSWER_INCORRECT", 1.0 - correctness, "auto")
+
+    support = grounded if claims is None else claims.confidence
+    signals = [
+        ("contextSufficiency", sufficiency),
+        ("contextConflict", conflict),
+        ("answerRelevance", relevance),
+        ("contradiction", contradiction),
+        ("chunkRelevance", best_chunk),
+    ]
+    if claims is None:
+        signals.append(("groundedness", grounded))
+    if correctness is not None:
+        signals.append(("correctness", correctness))
+    uncertain = any(t.is_uncertain(p, name) for name, p in signals)
+    if uncertain or (claims is not None and claims.uncertain):
+        return Verdict("JUDGE_UNCERTAIN", 0.5, "fallback")
+
+    passing = [sufficiency, 1.0 - conflict, relevance, support, 1.0 - contradiction]
+    if correctness is not None:
+        passing.append(correctness)
+    return Verdict("PASS", min(passing), "auto")
+
+
+UNCERTAIN = Verdict("JUDGE_UNCERTAIN", 0.5, "fallback")
+
+
+def _guarded(
+    t: Thresholds,
+    claims: ClaimSummary | None,
+    sufficiency: float,
+    conflict: float,
+    relevance: float,
+    grounded: float,
+    contradiction: float,
+    correctness: float | None,
+    best_chunk: float | None,
+) -> Verdict:
+    """The guarded walk (docs/semantics.md §2a): stop at the first rule not confidently ruled out."""
+    if t.is_high(conflict, "contextConflict"):
+        return Verdict("CONFLICTING_EVIDENCE", conflict, "auto")
+    if not t.is_low(conflict, "contextConflict"):
+        return UNCERTAIN
+    if best_chunk is None:
+        return Verdict("RETRIEVAL_MISS", 1.0, "auto")
+    if t.is_low(best_chunk, "chunkRelevance"):
+        return Verdict("RETRIEVAL_MISS", 1.0 - best_chunk, "auto")
+    if not t.is_high(best_chunk, "chunkRelevance"):
+        return UNCERTAIN
+    if t.is_low(sufficiency, "contextSufficiency"):
+        return Verdict("RETRIEVAL_INSUFFICIENT", 1.0 - sufficiency, "auto")
+    if not t.is_high(sufficiency, "contextSufficiency"):
+        return UNCERTAIN
+    if t.is_low(relevance, "answerRelevance"):
+        return Verdict("ANSWER_IRRELEVANT", 1.0 - relevance, "auto")
+    if not t.is_high(relevance, "answerRelevance"):
+        return UNCERTAIN
+    contradicted = t.is_high(contradiction, "contradiction")
+    if claims is not None:
+        if claims.answer_fails or contradicted:
+            veto = claims.confidence if claims.answer_fails else 0.0
+            return Verdict(
+                "GENERATOR_UNGROUNDED", max(veto, contradiction if contradicted else 0.0), "auto"
+            )
+        if claims.uncertain or not t.is_low(contradiction, "contradiction"):
+            return UNCERTAIN
+    else:
+        if t.is_low(grounded, "groundedness") or contradicted:
+            return Verdict("GENERATOR_UNGROUNDED", max(1.0 - grounded, contradiction), "auto")
+        if not (t.is_high(grounded, "groundedness") and t.is_low(contradiction, "contradiction")):
+            return UNCERTAIN
+    if correctness is not None:
+        if t.is_low(correctness, "correctness"):
+            return Verdict("ANSWER_INCORRECT", 1.0 - correctness, "auto")
+        if not t.is_high(correctness, "correctness"):
+            return UNCERTAIN
+    support = grounded if claims is None else claims.confidence
+    passing = [sufficiency, 1.0 - conflict, relevance, support, 1.0 - contradiction]
+    if correctness is not None:
+        passing.append(correctness)
+    return Verdict("PASS", min(passing), "auto")

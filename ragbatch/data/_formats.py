@@ -1,0 +1,77 @@
+"""The dataset formats and :func:`open_dataset`, the one place a format name becomes a reader.
+
+Every reader yields :class:`Row` and is a :class:`RowSource` (``name``, ``rows``, ``sha256``
+of the bytes read, once exhausted):
+
+- ``jsonl``: ragbatch's own rows (:mod:`ragbatch.data._jsonl`);
+- ``ragas`` (JSON lines, a JSON array, CSV or Parquet; v0.2 or v0.1 column names): see
+  ``ragas``;
+- ``csv``: your own columns named by a mapping: see ``mapped_csv``;
+- ``deepeval`` (a JSON array, JSON lines or CSV of test cases): see ``deepeval``;
+- ``openinference`` (OTLP JSON, or a Phoenix spans export as JSON, JSON lines or Parquet;
+  one row per trace): see ``openinference`` and ``traces``;
+- ``langfuse`` (traces with their observations, or observations alone): see ``langfuse``;
+- ``golden-yaml``: a golden-set YAML joined with a JSONL of outputs (GoldenYamlReader).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from ragbatch.core import ConfigError
+from ragbatch.data._base import RowSource
+from ragbatch.data._deepeval import DeepevalReader
+from ragbatch.data._golden_yaml import GoldenYamlReader, Join
+from ragbatch.data._jsonl import JsonlReader
+from ragbatch.data._langfuse import LangfuseReader
+from ragbatch.data._mapped_csv import CsvReader, parse_mapping
+from ragbatch.data._openinference import OpenInferenceReader
+from ragbatch.data._ragas import RagasReader
+
+__all__ = [
+    "FORMATS",
+    "CsvReader",
+    "DeepevalReader",
+    "OpenInferenceReader",
+    "RagasReader",
+    "RowSource",
+    "open_dataset",
+    "parse_mapping",
+]
+
+FORMATS: tuple[str, ...] = ("jsonl", "ragas", "csv", "golden-yaml", "deepeval", "openinference",
+                           "langfuse")  # fmt: skip
+
+
+def open_dataset(
+    path: str | Path,
+    format: str,
+    *,
+    mapping: Mapping[str, str] | str | None = None,
+    outputs: str | Path | None = None,
+    ignore_unknown_fields: bool = False,
+    join: Join = "auto",
+) -> RowSource:
+    """The reader for ``format``; for ``golden-yaml`` ``path`` is the YAML, ``outputs`` the JSONL."""
+    if format not in FORMATS:
+        raise ConfigError(f"unknown dataset format {format!r}; choose from {', '.join(FORMATS)}")
+    if mapping is not None and format != "csv":
+        raise ConfigError(f"a column mapping applies only to format 'csv', not {format!r}")
+    if outputs is not None and format != "golden-yaml":
+        raise ConfigError(f"an outputs file applies only to format 'golden-yaml', not {format!r}")
+    if format == "jsonl":
+        return JsonlReader(path, ignore_unknown_fields=ignore_unknown_fields)
+    if format == "ragas":
+        return RagasReader(path)
+    if format == "deepeval":
+        return DeepevalReader(path)
+    if format == "openinference":
+        return OpenInferenceReader(path)
+    if format == "langfuse":
+        return LangfuseReader(path)
+    if format == "csv":
+        return CsvReader(path, parse_mapping(mapping) if isinstance(mapping, str) else mapping)
+    if outputs is None:
+        raise ConfigError("format 'golden-yaml' needs outputs: the JSONL of system outputs")
+    return GoldenYamlReader(path, outputs, join, ignore_unknown_fields=ignore_unknown_fields)

@@ -1,0 +1,33 @@
+"""The content-addressed reply cache (front door)."""
+
+from __future__ import annotations
+
+# The front door: what other packages use (the modules behind it are private).
+from ragbatch.providers.cache._merge import merge_caches, read_entries, store_entries
+from ragbatch.providers.cache._replies import (
+    CachedProvider,
+    CacheMode,
+    CachePath,
+    CacheStats,
+    ReplyCache,
+    decode_entry,
+    recorded_models,
+)
+from ragbatch.providers.cache._swap import finish_interrupted_swap
+from ragbatch.providers.cache._verify import repair_cache, verify_cache
+
+__all__ = [
+    "CacheMode",
+    "CachePath",
+    "CacheStats",
+    "CachedProvider",
+    "ReplyCache",
+    "decode_entry",
+    "finish_interrupted_swap",
+    "merge_caches",
+    "read_entries",
+    "recorded_models",
+    "repair_cache",
+    "store_entries",
+    "verify_cache",
+]

@@ -1,0 +1,153 @@
+"""Per-key leases in a cache directory: processes sharing one cache never pay twice for one
+request in flight (file I/O, SQLite).
+
+A lease is a row of the table ``RagbatchLease`` in the directory's own ``cache.db`` (one
+file, one lock, no side files): the request key, the owner (host, pid, a token of the process
+and of the :class:`Leases` object) and an expiry. The process that takes a key's lease sends
+the request, stores the reply, then lets the lease go; another process that wants the same
+key meanwhile waits and then reads the stored reply. A lease stops counting when it expires
+or, on the same host, when its process is gone (``kill -9``): the next process takes it over
+at once. A pid reused by a later process is told apart by the process token.
+
+Taking a lease is one ``BEGIN IMMEDIATE`` transaction (check, then write), so two processes
+can never both hold one key. Leases are only a way to avoid paying twice: a cache without
+them (an older ragbatch, another host) is still correct, it just may send a request twice.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+# Told apart from a later process that gets the same pid.
+_PROCESS_TOKEN = secrets.token_hex(8)
+_HOST = socket.gethostname()
+# The owners open in this process: a lease of this process whose owner is not here is stale.
+_OPEN_OWNERS: set[str] = set()
+
+LeaseOp = Literal["acquire", "release"]
+_CHUNK = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS RagbatchLease ("
+    " key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,"
+    " process TEXT NOT NULL, expires REAL NOT NULL)"
+)
+
+
+def is_process_alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this host (a zombie, dead but not yet reaped
+    by its parent, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process
+    except OSError:
+        return False
+    try:  # Linux: the state after the command name; elsewhere the signal check must do
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+class Leases:
+    """The leases of one cache directory, as seen by one owner (this object).
+
+    Thread-safe: called from worker threads (each call is a short SQLite transaction). SQLite
+    errors come out as they are: :class:`~ragbatch.providers.cache._store.ReplyCache` turns them
+    into CacheErrors.
+    """
+
+    def __init__(self, db_path: Path, ttl_s: float = 330.0) -> None:
+        self.db_path = db_path
+        self.ttl_s = ttl_s
+        self.owner = f"{_HOST}:{os.getpid()}:{_PROCESS_TOKEN}:{secrets.token_hex(4)}"
+        self._lock = threading.Lock()
+        self._con = sqlite3.connect(
+            db_path, timeout=60, isolation_level=None, check_same_thread=False
+        )
+        # A lease need not survive a power cut: no fsync per lease (WAL stays consistent).
+        self._con.execute("PRAGMA synchronous = NORMAL")
+        self._con.execute(_SCHEMA)
+        _OPEN_OWNERS.add(self.owner)
+
+    def _is_live(self, row: tuple[str, str, int, str, float], now: float) -> bool:
+        """Whether a lease row still holds its key against this owner."""
+        owner, host, pid, process, expires = row
+        if owner == self.owner:
+            return False  # ours: taking it again renews it
+        if expires <= now:
+            return False
+        if host != _HOST:
+            return True  # another machine's process: only the expiry tells
+        if pid == os.getpid():  # another cache object of this process, or a dead process
+            return process == _PROCESS_TOKEN and owner in _OPEN_OWNERS  # whose pid we got
+        return is_process_alive(pid)
+
+    def acquire(self, key: str) -> bool:
+        """Take the lease of ``key``: True when this owner holds it now, False while another
+        live owner does."""
+        return key in self.exchange([], [key])
+
+    def exchange(self, releases: Sequence[str], acquires: Sequence[str]) -> set[str]:
+        """In one transaction, let ``releases`` go, then take what it can of ``acquires``:
+        the keys of ``acquires`` this owner holds now."""
+        with self._lock:
+            # A plain read first when only taking: waiting takes no write lock.
+            free = list(acquires) if releases else self._free(acquires)
+            if not free and not releases:
+                return set()
+            self._con.execute("BEGIN IMMEDIATE")
+            try:
+                self._con.executemany(
+                    "DELETE FROM RagbatchLease WHERE key = ? AND owner = ?",
+                    [(key, self.owner) for key in releases],
+                )
+                free = self._free(free)
+                expires = time.time() + self.ttl_s
+                self._con.executemany(
+                    "INSERT OR REPLACE INTO RagbatchLease VALUES (?, ?, ?, ?, ?, ?)",
+                    [(key, self.owner, _HOST, os.getpid(), _PROCESS_TOKEN, expires)
+                     for key in free],
+                )  # fmt: skip
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
+            self._con.execute("COMMIT")
+        return set(free)
+
+    def _free(self, keys: Sequence[str]) -> list[str]:
+        """The keys (in order, once each) no other live owner holds."""
+        wanted = list(dict.fromkeys(keys))
+        now, live = time.time(), set[str]()
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            rows = self._con.execute(
+                "SELECT key, owner, host, pid, process, expires FROM RagbatchLease"
+                f" WHERE key IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+            live.update(row[0] for row in rows if self._is_live(row[1:], now))
+        return [key for key in wanted if key not in live]
+
+    def release(self, key: str) -> None:
+        """Let the lease of ``key`` go (only if this owner holds it)."""
+        self.exchange([key], [])
+
+    def close(self) -> None:
+        """Let every lease of this owner go and close the connection."""
+        with self._lock:
+            _OPEN_OWNERS.discard(self.owner)
+            try:
+                self._con.execute("DELETE FROM RagbatchLease WHERE owner = ?", (self.owner,))
+            finally:
+                self._con.close()

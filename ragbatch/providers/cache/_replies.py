@@ -1,0 +1,334 @@
+"""Content-addressed reply cache on disk (diskcache; does file I/O).
+
+Key: sha256 of the canonical JSON of what determines an answer (endpoint path, requested
+model, state, questions) - never the key, headers or row ids. Value: JSON bytes (never
+pickle) of the validated reply with its usage, answering model and recorded latency, wrapped
+with a checksum. Only validated successful replies are stored. An entry that does not parse,
+fails its checksum or no longer matches the request is reported, dropped and fetched again.
+
+diskcache keeps its index in SQLite, so several processes may share one directory.
+:class:`CachedProvider` sends identical requests that are in flight at the same time only
+once, within a process and across processes sharing the directory: before sending, it takes
+the key's lease (:mod:`ragbatch.providers.cache._lease`); a process that finds the lease held
+waits, then answers from the entry the holder stored (or, when the holder failed or died,
+takes the lease over and sends the request itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+import anyio
+import orjson
+
+from ragbatch.core import (
+    TOO_LARGE_KIND,
+    Call,
+    Provider,
+    ProviderError,
+    Reply,
+    RequestLimits,
+    oversize_reason,
+    parse_reply,
+    read_reply,
+    request_key,
+)
+from ragbatch.providers.cache._lease import LeaseOp
+from ragbatch.providers.cache._store import ReplyCache, UnreadableEntry, open_store
+from ragbatch.providers.cache._writer import GroupCommit, GroupWriter
+
+__all__ = [
+    "FORMAT",
+    "CacheMode",
+    "CachePath",
+    "CacheStats",
+    "CachedProvider",
+    "ReplyCache",
+    "decode_entry",
+    "encode_entry",
+    "entry_body",
+    "open_store",
+    "read_raw",
+    "recorded_models",
+]
+
+FORMAT = 1
+# Waiting for another process's lease: the first poll, and the longest gap between polls.
+POLL_FIRST_S, POLL_MAX_S = 0.01, 0.1
+CacheMode = Literal["use", "offline", "refresh", "off"]
+V = TypeVar("V")
+
+
+def encode_entry(reply: Reply, key: str | None = None) -> bytes:
+    """Header line (format, body checksum, the key it belongs under), then the reply JSON."""
+    payload = reply.model_dump(mode="json", by_alias=True, exclude_none=True)
+    body = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    head: dict[str, object] = {"format": FORMAT, "sha256": hashlib.sha256(body).hexdigest()}
+    if key is not None:
+        head["key"] = key
+    return orjson.dumps(head) + b"\n" + body
+
+
+def entry_body(data: bytes, key: str | None = None) -> bytes:
+    """The reply JSON of one entry once its header checks out; ValueError when it cannot be
+    trusted (no header, unknown format, checksum mismatch).
+
+    With ``key``, the entry must name that key: a valid entry copied under another
+    request's key (same question ids, other state) is not trusted.
+    """
+    head, sep, body = data.partition(b"\n")
+    if not sep:
+        raise ValueError("no header")
+    meta: Any = orjson.loads(head)
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ValueError("unknown entry format")
+    if hashlib.sha256(body).hexdigest() != meta.get("sha256"):
+        raise ValueError("checksum mismatch")
+    if key is not None and meta.get("key") != key:
+        raise ValueError("entry belongs to another request")
+    return body
+
+
+def _wire_bytes(reply: Reply) -> bytes:
+    """A stored reply as the service sent it (what :func:`parse_reply` checks)."""
+    return orjson.dumps(
+        {
+            "model": reply.model,
+            "answers": {k: v.model_dump(mode="json") for k, v in reply.answers.items()},
+            "usage": {
+                "input_tokens": reply.usage.input_tokens,
+                "output_tokens": reply.usage.output_tokens,
+            },
+        }
+    )
+
+
+def decode_entry(data: bytes, call: Call, key: str | None = None) -> Reply:
+    """Parse and verify one entry (:func:`entry_body`, then the answers against the request);
+    ValueError when it cannot be trusted."""
+    reply = Reply.model_validate_json(entry_body(data, key))
+    # Re-check the stored answers against the request, as for a fresh reply.
+    parse_reply(call.request, _wire_bytes(reply))
+    return reply
+
+
+def validate_entry(data: bytes, key: str | None = None) -> None:
+    """ValueError unless an entry can be trusted as far as is known without its request:
+    header and checksum (:func:`entry_body`), and every number in range as in a fresh reply
+    (``cache verify``'s check of each entry)."""
+    reply = Reply.model_validate_json(entry_body(data, key))
+    try:
+        read_reply(_wire_bytes(reply))
+    except ProviderError as exc:
+        raise ValueError(str(exc)) from None
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    writes: int = 0
+    corrupt: int = 0
+    deduplicated: int = 0
+    saved_input_tokens: int = 0
+    saved_models: dict[str, int] = field(default_factory=dict)
+
+
+def recorded_models(cache: ReplyCache, limit: int = 1000) -> list[str]:
+    """The models that answered the first ``limit`` trusted entries of a read-only cache,
+    sorted (a sample: the key holds the requested model only as a hash, the entry the
+    answering one)."""
+    models: set[str] = set()
+    for key, data in itertools.islice(cache.entries(), limit):
+        if not isinstance(key, str) or data is None:
+            continue
+        try:
+            model = orjson.loads(entry_body(data, key)).get("model")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(model, str):
+            models.add(model)
+    return sorted(models)
+
+
+def read_raw(cache: ReplyCache, key: str, stats: CacheStats, warnings: list[str]) -> bytes | None:
+    """The stored bytes of ``key``, or None; an entry SQLite could not read (and dropped) is
+    counted corrupt, said in ``warnings`` and read as a miss (it is fetched again)."""
+    try:
+        return cache.get(key)
+    except UnreadableEntry as exc:
+        stats.corrupt += 1
+        warnings.append(str(exc))
+        return None
+
+
+class CachePath(Generic[V]):
+    """The one way to the cache for every provider (Jev replies, judge verdicts): a lookup
+    that drops what fails to decode, then, on a miss, the key's in-process and cross-process
+    lease, the call, and a group-committed write that returns once the entry is on disk.
+
+    ``mode``: ``use`` (answer from the cache, fetch and store on a miss), ``offline`` (a
+    miss is a ``cache-miss`` failure; nothing is sent), ``refresh`` (fetch again, except
+    what this run already fetched); ``off`` is the caller's: it does not build a path.
+    """
+
+    def __init__(self, cache: ReplyCache, mode: CacheMode = "use", label: str = "cache") -> None:
+        self.cache, self.mode, self.label = cache, mode, label
+        self.stats = CacheStats()
+        self.warnings: list[str] = []
+        self._in_flight: dict[str, anyio.Event] = {}
+        # Keys fetched afresh in this run: ``refresh`` trusts those, so a duplicate
+        # request (in flight at the same time or later) is not sent again.
+        self._refreshed: set[str] = set()
+        self._writer: GroupWriter | None = None
+        # Writes are group-committed (see cache_writer); each waits for its own commit. So
+        # are the cross-process leases: one transaction lets go of the leases of rows just
+        # stored and takes those of rows about to be sent, for every row that arrived meanwhile.
+        self._leases: GroupCommit[tuple[LeaseOp, str], set[str]] | None = None
+        if not cache.read_only:
+            self._writer = GroupWriter(cache.put_many)
+            self._leases = GroupCommit(cache.exchange_leases)
+
+    def lookup(self, key: str, decode: Callable[[bytes], V]) -> V | None:
+        """The decoded entry of ``key``, or None (missing, unreadable or failing ``decode``:
+        then counted corrupt, said in ``warnings`` and dropped)."""
+        # A read is a fast indexed SQLite lookup: done inline (a thread hop per row would
+        # halve warm-replay throughput). Writes, which may wait on the WAL, go to a thread.
+        data = read_raw(self.cache, key, self.stats, self.warnings)
+        if data is None:
+            return None
+        try:
+            return decode(data)
+        except (ValueError, LookupError, TypeError, ProviderError) as exc:
+            self.stats.corrupt += 1
+            done = "ignored (read-only)" if self.cache.read_only else "dropped"
+            self.warnings.append(f"corrupt {self.label} entry {key[:12]}… {done} ({exc})")
+            self.cache.delete(key)
+            return None
+
+    async def fetch(
+        self,
+        key: str,
+        decode: Callable[[bytes], V],
+        encode: Callable[[V], bytes],
+        send: Callable[[], Awaitable[V]],
+        on_hit: Callable[[V], V],
+    ) -> V:
+        """The entry of ``key`` (passed through ``on_hit``), else ``send()``'s value, stored."""
+        while (pending := self._in_flight.get(key)) is not None:
+            self.stats.deduplicated += 1
+            await pending.wait()
+        trusted = self.mode != "refresh" or key in self._refreshed
+        if trusted and (hit := self.lookup(key, decode)) is not None:
+            return on_hit(hit)
+        if self.mode == "offline" or self._writer is None:
+            self.stats.misses += 1  # a miss all the same: the row fails instead of fetching
+            raise ProviderError(
+                f"no cached reply for this request (cache key {key[:16]}…) and --offline is set",
+                kind="cache-miss",
+            )
+        done = self._in_flight[key] = anyio.Event()
+        try:
+            if (hit := await self._claim(key, decode)) is not None:
+                return on_hit(hit)
+            self.stats.misses += 1
+            try:
+                value = await send()
+                await self._writer.put(key, encode(value))  # returns once committed
+            finally:  # stored (or failed): a process waiting for this key may go on
+                with anyio.CancelScope(shield=True):
+                    await self._let_go(key)
+            self.stats.writes += 1
+            self._refreshed.add(key)
+            return value
+        finally:
+            del self._in_flight[key]
+            done.set()
+
+    async def _claim(self, key: str, decode: Callable[[bytes], V]) -> V | None:
+        """Take the cross-process lease of ``key``, waiting while another process holds it;
+        the entry that process stored, if any, instead of the lease (then nothing is sent)."""
+        delay, waited = POLL_FIRST_S, False
+        assert self._leases is not None  # a writable cache
+        while key not in await self._leases.submit(("acquire", key)):
+            if not waited:
+                self.stats.deduplicated += 1
+                waited = True
+            await anyio.sleep(delay)
+            delay = min(2 * delay, POLL_MAX_S)
+        if self.mode == "refresh" and not waited:
+            return None  # the entry there predates this run: refresh does not trust it
+        # The holder before us stores its entry before it lets the lease go.
+        hit = self.lookup(key, decode)
+        if hit is not None:
+            await self._let_go(key)
+        return hit
+
+    async def _let_go(self, key: str) -> None:
+        assert self._leases is not None
+        await self._leases.submit(("release", key))
+
+
+class CachedProvider:
+    """Wraps a provider: answers from the cache when it can, stores what it fetched."""
+
+    def __init__(
+        self,
+        inner: Provider,
+        cache: ReplyCache | None,
+        mode: CacheMode = "use",
+        sizes: RequestLimits | None = None,
+    ) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.mode = mode
+        self.sizes = sizes  # a request over these is never sent, so never cached
+        self.name = inner.name
+        self.model = inner.model
+        self.endpoint = inner.endpoint
+        self.path: CachePath[Reply] | None = None
+        if cache is not None:
+            self.path = CachePath(cache, mode)
+            self.stats, self.warnings = self.path.stats, self.path.warnings
+        else:
+            self.stats, self.warnings = CacheStats(), []
+
+    @property
+    def _leases(self) -> GroupCommit[tuple[LeaseOp, str], set[str]] | None:
+        return None if self.path is None else self.path._leases
+
+    def key_for(self, call: Call) -> str:
+        return request_key(self.endpoint, call.request)
+
+    def _hit(self, hit: Reply) -> Reply:
+        self.stats.hits += 1
+        self.stats.saved_input_tokens += hit.usage.input_tokens
+        models = self.stats.saved_models
+        models[hit.model] = models.get(hit.model, 0) + hit.usage.input_tokens
+        return hit.model_copy(update={"cached": True})
+
+    async def fetch_answers(self, call: Call) -> Reply:
+        if self.path is None or self.mode == "off":
+            return await self.inner.fetch_answers(call)
+        if self.mode == "offline" and self.sizes is not None:
+            too_large = oversize_reason(call.request, self.sizes)
+            if too_large is not None:  # never sent live, so never cached: fail as live does
+                self.stats.misses += 1
+                raise ProviderError(too_large, kind=TOO_LARGE_KIND)
+        key = self.key_for(call)
+        return await self.path.fetch(
+            key,
+            lambda data: decode_entry(data, call, key),
+            lambda reply: encode_entry(reply, key),
+            lambda: self.inner.fetch_answers(call),
+            self._hit,
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+        if self.cache is not None:
+            self.cache.close()

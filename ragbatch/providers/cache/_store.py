@@ -1,0 +1,313 @@
+"""The reply cache's directory on disk: a diskcache (SQLite) store, read-write or read-only
+(file I/O).
+
+Read-write (a live run): diskcache itself, which several processes may share; per-key leases
+(:mod:`ragbatch.providers.cache._lease`) keep them from paying twice for one request.
+
+Read-only (``--offline``, ``estimate``, ``cache verify``, the sources of ``cache merge``): a
+plain SQLite connection over diskcache's schema that never writes. diskcache rewrites its
+settings when it opens a directory and SQLite in WAL mode leaves ``-wal``/``-shm`` files
+behind, so reading through diskcache would change a committed cache. The reader opens
+``cache.db`` as ``immutable`` (no lock, no side files) unless a ``-wal`` file is already there
+(a writer is running, or one was killed): then ``mode=ro``, which reads what the WAL holds and
+never writes ``cache.db`` or the WAL. A missing directory reads as an empty cache.
+
+Damage: SQLite reports a damaged file as :class:`sqlite3.DatabaseError` from any call. An
+entry that cannot be read is dropped (:class:`UnreadableEntry`: the caller fetches it again);
+when it cannot even be dropped, or the store cannot be opened or written, a
+:class:`~ragbatch.core._errors.CacheError` says ``cache directory is damaged: …`` (exit 2).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import diskcache
+
+from ragbatch.core import CacheError
+from ragbatch.providers.cache._lease import LeaseOp, Leases
+from ragbatch.providers.cache._swap import finish_interrupted_swap
+
+# Far above any real cache: diskcache must never evict an entry to fit.
+SIZE_LIMIT = 2**40
+DB_NAME = "cache.db"
+REPAIR_HINT = "move it aside or run `ragbatch cache verify --repair`"
+# diskcache's value modes: the bytes in the row, or the bytes in a file next to it.
+_MODE_RAW, _MODE_BINARY = 1, 2
+
+
+# What SQLite raises on a damaged file: its errors, and UnicodeDecodeError when damage made
+# a TEXT column or its own error message invalid UTF-8.
+SQLITE_FAILURES = (sqlite3.Error, UnicodeDecodeError)
+# SQLite's messages for a cache that is fine but cannot be used right now.
+_NOT_DAMAGE = ("locked", "busy", "unable to open", "readonly", "disk I/O", "permission", "full")
+
+
+class UnreadableEntry(CacheError):
+    """SQLite could not read one entry; it was dropped, so the request is fetched again."""
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether a SQLite error means a damaged file (not a lock or a missing permission)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return True  # even SQLite's message was damaged
+    if isinstance(exc, sqlite3.OperationalError):  # a damaged schema, table or column, or
+        return not any(sign in str(exc) for sign in _NOT_DAMAGE)  # one of these conditions
+    return isinstance(exc, sqlite3.DatabaseError)
+
+
+def damaged(directory: Path, exc: BaseException | str) -> CacheError:
+    """The error a run stops with when the cache directory is damaged (exit 2)."""
+    return CacheError(f"cache directory is damaged: {directory}: {exc} ({REPAIR_HINT})")
+
+
+def store_error(directory: Path, exc: BaseException) -> CacheError:
+    if is_damage(exc):
+        return damaged(directory, exc)
+    return CacheError(f"cannot use cache directory {directory}: {exc}")
+
+
+def open_store(directory: Path) -> diskcache.Cache:
+    """The diskcache store of a cache directory (created if missing); CacheError if it cannot
+    be opened. A repair that a killed process left half done is finished first."""
+    finish_interrupted_swap(directory)
+    try:
+        return diskcache.Cache(str(directory), size_limit=SIZE_LIMIT)
+    except SQLITE_FAILURES as exc:
+        raise store_error(directory, exc) from None
+    except (OSError, diskcache.Timeout) as exc:
+        raise CacheError(f"cannot open cache directory {directory}: {exc}") from None
+    except Exception as exc:  # diskcache trips over settings that damage changed
+        raise damaged(directory, f"its settings cannot be read ({exc})") from None
+
+
+def _text(data: bytes) -> str | bytes:
+    """A TEXT column as str, or its bytes when damage made it invalid UTF-8 (a key that is
+    not a str is then a corrupt entry, not a failed query)."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return data
+
+
+def store_batch(store: diskcache.Cache, entries: list[tuple[str, bytes]]) -> int:
+    """Store ``entries`` in one transaction (one commit), then empty the list: how many."""
+    with store.transact():
+        for key, value in entries:
+            store.set(key, value)
+    count = len(entries)
+    entries.clear()
+    return count
+
+
+def connect_read_only(directory: Path) -> sqlite3.Connection | None:
+    """A connection that never writes to the directory, or None when there is no cache.db.
+
+    A repair that a killed process left half done is finished first (it renames folders
+    beside the directory; no byte of the cache itself changes)."""
+    if directory.exists() and not directory.is_dir():  # as for a live run: not "no cache"
+        raise CacheError(f"cannot use cache directory {directory}: it is not a directory")
+    finish_interrupted_swap(directory)
+    path = directory / DB_NAME
+    if not path.is_file():
+        return None
+    wal = path.with_name(DB_NAME + "-wal")
+    flag = "mode=ro" if wal.exists() else "immutable=1"
+    uri = f"{path.resolve().as_uri()}?{flag}"
+    try:
+        con = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=60)
+        con.text_factory = _text
+        con.execute("SELECT count(*) FROM Settings").fetchone()
+    except SQLITE_FAILURES as exc:
+        raise store_error(directory, exc) from None
+    return con
+
+
+def read_value(directory: Path, mode: object, filename: object, value: object) -> bytes | None:
+    """The bytes of one stored value (in the row, or in diskcache's file for it); None for a
+    value stored in another form (not one of ours) or a file that is gone."""
+    if mode == _MODE_RAW and isinstance(value, bytes):
+        return value
+    if mode == _MODE_BINARY and isinstance(filename, str):
+        try:
+            return (directory / filename).read_bytes()
+        except OSError:
+            return None
+    return None
+
+
+class ReplyCache:
+    """A directory of cached replies keyed by content address (bytes values, str keys).
+
+    ``read_only=True`` never changes a byte of the directory: :meth:`put` is refused and
+    :meth:`delete` does nothing. Every SQLite failure comes out as a CacheError.
+    """
+
+    def __init__(
+        self, directory: str | Path, *, read_only: bool = False, lease_s: float = 330.0
+    ) -> None:
+        self.directory = Path(directory)
+        self.read_only = read_only
+        self.lease_s = lease_s
+        self._leases: Leases | None = None
+        self._lock = threading.Lock()
+        self._store: diskcache.Cache | None = None
+        self._con: sqlite3.Connection | None = None
+        if read_only:
+            self._con = connect_read_only(self.directory)
+        else:
+            self._store = open_store(self.directory)
+
+    @property
+    def db_path(self) -> Path:
+        return self.directory / DB_NAME
+
+    def get(self, key: str) -> bytes | None:
+        """The stored bytes, or None. UnreadableEntry when SQLite could not read the entry and
+        it was dropped; CacheError (damaged) when it could not be dropped either."""
+        try:
+            if self._store is not None:
+                value = self._store.get(key)
+                return value if isinstance(value, bytes) else None
+            return self._get_read_only(key)
+        except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
+            if self._store is None or not is_damage(exc):
+                raise store_error(self.directory, exc) from None
+            self.delete(key)  # raises "damaged" when even that fails
+            raise UnreadableEntry(
+                f"unreadable cache entry {key[:12]}… dropped ({exc}); it is fetched again"
+            ) from None
+
+    def _get_read_only(self, key: str) -> bytes | None:
+        if self._con is None:
+            return None
+        with self._lock:
+            row = self._con.execute(
+                "SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1"
+                " AND (expire_time IS NULL OR expire_time > ?)",
+                (key, time.time()),
+            ).fetchone()
+        return None if row is None else read_value(self.directory, *row)
+
+    def acquire_lease(self, key: str) -> bool:
+        """Take the cross-process lease of ``key`` (see :mod:`ragbatch.providers.cache._lease`):
+        True when this cache object holds it now, False while another live process does."""
+        return key in self.acquire_leases([key])
+
+    def acquire_leases(self, keys: Sequence[str]) -> set[str]:
+        """Take the leases of ``keys`` in one transaction: the keys held now."""
+        return self.exchange_leases([("acquire", key) for key in keys])
+
+    def release_lease(self, key: str) -> None:
+        """Let the lease of ``key`` go, once its reply is stored (or its call failed)."""
+        if self._leases is not None:
+            self.exchange_leases([("release", key)])
+
+    def exchange_leases(self, ops: Sequence[tuple[LeaseOp, str]]) -> set[str]:
+        """Let go of the ``release`` keys, then take the ``acquire`` ones, in one transaction
+        (a batch of both: see ``cache_writer.GroupCommit``): the acquired keys held now."""
+        if self._store is None:
+            raise CacheError(f"cache directory {self.directory} is open read-only")
+        releases = [key for op, key in ops if op == "release"]
+        acquires = [key for op, key in ops if op == "acquire"]
+        try:
+            with self._lock:  # called from several threads at once: one Leases object
+                if self._leases is None:
+                    self._leases = Leases(self.db_path, self.lease_s)
+            return self._leases.exchange(releases, acquires)
+        except SQLITE_FAILURES as exc:
+            raise store_error(self.directory, exc) from None
+
+    def put(self, key: str, value: bytes) -> None:
+        if self._store is None:
+            raise CacheError(f"cache directory {self.directory} is open read-only")
+        try:
+            self._store.set(key, value)
+        except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
+            raise store_error(self.directory, exc) from None
+
+    def put_many(self, entries: Sequence[tuple[str, bytes]]) -> None:
+        """Store several entries in one transaction (one commit: see ``cache_writer``)."""
+        if self._store is None:
+            raise CacheError(f"cache directory {self.directory} is open read-only")
+        try:
+            store_batch(self._store, list(entries))
+        except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
+            raise store_error(self.directory, exc) from None
+
+    def delete(self, key: str) -> None:
+        if self._store is None:
+            return  # read-only: a bad entry is ignored, never removed
+        try:
+            self._store.delete(key)
+        except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
+            raise store_error(self.directory, exc) from None
+
+    def keys(self) -> list[str]:
+        try:
+            if self._store is not None:
+                return [k for k in self._store.iterkeys() if isinstance(k, str)]
+            if self._con is None:
+                return []
+            with self._lock:
+                rows = self._con.execute("SELECT key FROM Cache WHERE raw = 1").fetchall()
+            return [k for (k,) in rows if isinstance(k, str)]
+        except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
+            raise store_error(self.directory, exc) from None
+
+    def entries(self) -> Iterator[tuple[object, bytes | None]]:
+        """Every stored (key, value) in storage order, read-only stores only (read in chunks);
+        a key that is not a str (or a value not stored as bytes) comes as it is (or None), for
+        the caller to skip."""
+        after = 0
+        while self._con is not None:
+            try:
+                with self._lock:
+                    rows = self._con.execute(
+                        "SELECT rowid, key, raw, mode, filename, value FROM Cache"
+                        " WHERE rowid > ? ORDER BY rowid LIMIT 1000",
+                        (after,),
+                    ).fetchall()
+            except SQLITE_FAILURES as exc:
+                raise store_error(self.directory, exc) from None
+            if not rows:
+                return
+            for after, key, raw, mode, filename, value in rows:  # noqa: B007 (resumes after it)
+                yield (key if raw else None), read_value(self.directory, mode, filename, value)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
+
+    def __len__(self) -> int:
+        try:
+            if self._store is not None:
+                return len(self._store)
+            if self._con is None:
+                return 0
+            with self._lock:
+                (count,) = self._con.execute("SELECT count(*) FROM Cache").fetchone()
+            return int(count)
+        except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
+            raise store_error(self.directory, exc) from None
+
+    def close(self) -> None:
+        """Let this object's leases go and close every connection (all of them, even when
+        one fails: the first failure is raised afterwards)."""
+        leases, self._leases = self._leases, None
+        failure: Exception | None = None
+        for close in (
+            leases.close if leases is not None else None,
+            self._store.close if self._store is not None else None,
+            self._con.close if self._con is not None else None,
+        ):
+            try:
+                if close is not None:
+                    close()
+            except SQLITE_FAILURES as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise store_error(self.directory, failure) from None

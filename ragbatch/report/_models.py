@@ -1,0 +1,307 @@
+"""The report: its models (the contract) and its deterministic bytes (pure: no I/O).
+
+Key order is field order; numbers are exact (orjson's shortest round-trip floats, no
+rounding); absent keys mean "not applicable" (a reference-free row has no ``correctness``).
+Nothing time- or machine-dependent is in here: wall-clock figures and cache hits of a run go
+to the run record, so the same data and cache always give the same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+import orjson
+from pydantic.json_schema import GenerateJsonSchema
+
+from ragbatch.core import (
+    Cost,
+    Diagnosis,
+    GenerationJudgments,
+    Guarantee,
+    RetrievalJudgments,
+    Route,
+    Spans,
+)
+from ragbatch.metrics import (
+    Abstention,
+    AnswerCheck,
+    AnswerChecks,
+    Authority,
+    Calibration,
+    ChunkAgreement,
+    ClaimMetrics,
+    Classification,
+    Component,
+    Counterfactual,
+    Finding,
+    GoldenHealth,
+    Inference,
+    Latency,
+    Out,
+    RetrievalRanking,
+    RoutingCurves,
+    RowRanking,
+    Selective,
+    Slices,
+    Tradeoff,
+)
+
+REPORT_VERSION = "1"
+
+
+class DatasetInfo(Out):
+    name: str
+    rows: int
+    labelled_rows: int
+    sha256: str
+
+
+class DecisionsInfo(Out):
+    variant: str
+    version: str
+    ids: dict[str, str]
+    rows_by_variant: dict[str, int]
+
+
+class PolicyInfo(Out):
+    name: str
+    version: str | None = None  # a calibrated policy file's content hash
+    fail_threshold: float
+    pass_threshold: float
+    per_judgment: dict[str, tuple[float, float]] | None = None  # judgment: (fail, pass)
+    routing: str | None = None  # "guarded"; absent means "showcase" (the golden reports' own)
+    precedence: list[str]
+    guarantee: Guarantee | None = None  # a calibrated policy's held-out risk guarantee
+
+
+class ProviderInfo(Out):
+    name: str
+    requested_model: str
+    answered_by: list[str]
+    baseline: str
+
+
+class PricingInfo(Out):
+    version: str
+    effective_date: str
+    currency: str
+    sha256: str
+
+
+class UsageTotals(Out):
+    calls: int
+    input_tokens: int
+    output_tokens: int
+
+
+class Usage(UsageTotals):
+    by_model: dict[str, UsageTotals]
+    estimated_calls: int = 0
+
+
+class Failures(Out):
+    count: int
+    rate: float
+    by_kind: dict[str, int]
+
+
+class Mode(Out):
+    rows: int
+    classification: Classification
+    calibration: Calibration
+    selective: Selective
+    latency: Latency
+    usage: Usage
+    cost: Cost
+    failures: Failures
+
+
+class RetrievalComponents(Out):
+    chunk_relevance: Component
+    context_sufficiency: Component
+    context_conflict: Component
+
+
+class GenerationComponents(Out):
+    answer_relevance: Component
+    groundedness: Component
+    contradiction: Component
+    correctness: Component
+
+
+class Components(Out):
+    retrieval: RetrievalComponents
+    generation: GenerationComponents
+
+
+class JevOnlyMode(Mode):
+    routes: dict[str, int]
+    components: Components
+    claims: ClaimMetrics | None = None
+    abstention: Abstention | None = None
+
+
+class Leg(Out):
+    usage: Usage
+    cost: Cost
+
+
+class EndToEnd(Out):
+    accuracy: float
+    overall_accuracy: float
+    macro_f1: float
+    failure_rate: float
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+    cost_usd: float | None
+    baseline_calls: int
+
+
+class CascadeMode(Mode):
+    fallback_rate: float
+    primary_resolved_rate: float
+    primary_failure_rate: float
+    legs: dict[str, Leg]
+    end_to_end: EndToEnd
+
+
+class Modes(Out):
+    jev_only: JevOnlyMode
+    baseline: Mode
+    cascade: CascadeMode
+
+
+class RowError(Out):
+    kind: str
+    message: str
+
+
+class RowVerdict(Out):
+    status: Literal["ok", "failed"]
+    diagnosis: Diagnosis | None = None
+    confidence: float | None = None
+    source: Literal["jev", "baseline"] | None = None
+    model: str | None = None
+    error: RowError | None = None
+
+
+class ClaimOut(Out):
+    id: str
+    start: int
+    end: int
+    citations: list[str]
+    impact: str
+    evidence: list[str]
+    verdict: str
+    probabilities: dict[str, float] | None = None
+    confidence: float
+    uncertain: bool
+    veto: bool
+    expected: str | None = None
+    # Trace links: the claim can be followed back without its row.
+    trace_id: str | None = None
+    sources: list[str] | None = None  # the evidence passages' document ids
+    authority: list[str] | None = None  # the evidence passages' authority (never judged)
+
+
+class ClaimSummaryOut(Out):
+    claims: int
+    factual_claims: int
+    supported: int
+    coverage: float
+    answer_fails: bool
+    vetoed_by: list[str]
+    uncertain: list[str]
+    supported_only_by_low_authority: bool
+    # Secondary, labelled: a mean can hide one severe claim; the veto above decides.
+    mean_support_probability: float | None = None
+
+
+class RowResult(Out):
+    id: str
+    decision_id: str
+    decision_version: str
+    decision_variant: str
+    status: Literal["ok", "failed"]
+    error: RowError | None = None
+    retrieval: RetrievalJudgments | None = None
+    generation: GenerationJudgments | None = None
+    diagnosis: Diagnosis | None = None
+    confidence: float | None = None
+    route: Route
+    model: str | None = None
+    latency_ms: float
+    usage: UsageTotals | None = None
+    expected: Diagnosis | None = None
+    baseline: RowVerdict
+    cascade: RowVerdict
+    claims: list[ClaimOut] | None = None
+    claim_summary: ClaimSummaryOut | None = None
+    retrieval_ranking: RowRanking | None = None
+    answer_check: AnswerCheck | None = None
+    trace_id: str | None = None
+    spans: Spans | None = None  # the trace's span ids the row was read from (trace exports)
+    # Basic mode: the answer is judged grounded but every relevant passage has low authority.
+    low_authority_support: bool | None = None
+    query_tokens: int | None = None  # whitespace tokens of the question (drift, slices)
+    metadata: dict[str, Any] | None = None
+
+
+class Incomplete(Out):
+    """The run stopped early; these rows were not evaluated (rerun to resume from the cache)."""
+
+    reason: str
+    rows_not_evaluated: int
+    first_ids: list[str]
+
+
+class RowsOmitted(Out):
+    rows: int
+    limit: int | None
+    reason: str
+
+
+class Report(Out):
+    report_version: str
+    incomplete: Incomplete | None = None
+    dataset: DatasetInfo
+    decisions: DecisionsInfo
+    policy: PolicyInfo
+    provider: ProviderInfo
+    pricing: PricingInfo
+    modes: Modes
+    tradeoff: Tradeoff | None = None
+    routing_curves: RoutingCurves | None = None  # runs with a policy or guarded routing
+    retrieval_ranking: RetrievalRanking | None = None
+    answer_checks: AnswerChecks | None = None
+    chunk_agreement: dict[str, ChunkAgreement] | None = None
+    golden_health: GoldenHealth | None = None
+    slices: Slices | None = None
+    diagnostics: list[Finding] | None = None
+    counterfactual: Counterfactual | None = None
+    authority: Authority | None = None
+    inference: Inference | None = None  # only after `ragbatch infer` (human labels given)
+    rows_omitted: RowsOmitted | None = None
+    rows: list[RowResult]
+
+
+def report_bytes(report: Report) -> bytes:
+    """The report as deterministic, diffable JSON: 2-space indent, trailing newline."""
+    data = report.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+class PublicNames(GenerateJsonSchema):
+    """Names two same-named models by their package, not by the private module behind it."""
+
+    def normalize_name(self, name: str) -> str:
+        return super().normalize_name(re.sub(r"\._(?=[a-z])", ".", name))
+
+
+def report_schema() -> bytes:
+    """JSON Schema of the report, generated from the models (committed as a contract)."""
+    schema = Report.model_json_schema(
+        by_alias=True, mode="serialization", schema_generator=PublicNames
+    )
+    return orjson.dumps(schema, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"

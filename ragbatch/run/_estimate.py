@@ -1,0 +1,170 @@
+"""``ragbatch estimate``: calls, tokens and cost of a run before spending (reads files, no network).
+
+Estimator (documented in the README): input tokens of a call = 260 tokens of per-call
+overhead + the state's canonical JSON bytes / 4 + each question's canonical JSON bytes / 4;
+output tokens = 2 per question (Jev does not charge them today). Calls already in the cache
+cost nothing and are subtracted; for them the estimate is compared with the usage the service
+actually reported, which measures the estimator's error on your data. Calls over a request size
+limit (``--max-request-tokens``, ``--max-state-question-tokens``) are listed, not counted: the
+run does not send them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from pydantic import ValidationError
+
+from ragbatch.core import (
+    CALL_OVERHEAD_TOKENS,
+    PER_MILLION,
+    Call,
+    ClaimExtractor,
+    ConfigError,
+    JevRequest,
+    PricingSnapshot,
+    ProviderError,
+    RequestLimits,
+    Row,
+    build_request,
+    claim_groups,
+    estimate_input_tokens,
+    oversize_reason,
+    request_key,
+)
+from ragbatch.metrics import Out
+from ragbatch.providers.cache import ReplyCache, decode_entry
+from ragbatch.run._runner import ClaimConfig
+
+
+class EstimatorAccuracy(Out):
+    compared_calls: int
+    estimated_tokens: int
+    actual_tokens: int
+    total_relative_error: float  # (estimated - actual) / actual over the compared calls
+    mean_absolute_relative_error: float
+
+
+class TooLarge(Out):
+    """A call over a request size limit: not sent, its row fails (``request-too-large``)."""
+
+    row: str  # the row id
+    message: str  # which limit, with the estimate
+
+
+class Estimate(Out):
+    rows: int
+    calls: int
+    cache_hits: int
+    input_tokens: int  # to be sent (cache misses only)
+    output_tokens: int
+    cost_usd: float | None
+    currency: str
+    pricing_version: str
+    model: str
+    method: str
+    accuracy: EstimatorAccuracy | None = None
+    too_large: tuple[TooLarge, ...] = ()  # not counted in the tokens to send
+
+
+METHOD = (
+    f"{CALL_OVERHEAD_TOKENS} tokens per call + canonical JSON bytes of state and questions / 4; "
+    "2 output tokens per question; cache hits subtracted"
+)
+
+
+def requests_of(row: Row, model: str, claims: ClaimConfig | None) -> list[JevRequest]:
+    requests = [build_request(row, model)]
+    if claims is not None:
+        if not isinstance(claims.extractor, ClaimExtractor):
+            raise ConfigError(
+                "cannot estimate claim calls with an extractor that calls a model; estimate "
+                "with --claim-extractor provided or sentences"
+            )
+        extracted = claims.extractor.extract(row)
+        requests += [g.request for g in claim_groups(row, extracted, claims.scope, model)]
+    return requests
+
+
+def cached_input_tokens(
+    cache: ReplyCache | None, endpoint: str, request: JevRequest, row: Row
+) -> int | None:
+    """The input tokens the cached reply to ``request`` was billed, or None on a miss (a
+    corrupt entry is fetched again: a miss)."""
+    key = request_key(endpoint, request)
+    data = cache.get(key) if cache is not None else None
+    if data is None:
+        return None
+    try:
+        reply = decode_entry(data, Call(request=request, row=row), key)
+    except (ValueError, ValidationError, ProviderError):
+        return None
+    return reply.usage.input_tokens
+
+
+def accuracy_of(errors: list[float], estimated: int, actual: int) -> EstimatorAccuracy | None:
+    """How far the estimator was from the billed tokens of the cached calls (None: none)."""
+    if not errors:
+        return None
+    return EstimatorAccuracy(
+        compared_calls=len(errors),
+        estimated_tokens=estimated,
+        actual_tokens=actual,
+        total_relative_error=(estimated - actual) / actual,
+        mean_absolute_relative_error=math.fsum(errors) / len(errors),
+    )
+
+
+def estimate_run(
+    rows: Iterable[Row],
+    model: str,
+    endpoint: str,
+    pricing: PricingSnapshot,
+    cache: ReplyCache | None,
+    claims: ClaimConfig | None = None,
+    limits: RequestLimits | None = None,
+) -> Estimate:
+    n = calls = hits = tokens_in = tokens_out = 0
+    estimated_hits = actual_hits = 0
+    errors: list[float] = []
+    oversize: list[TooLarge] = []
+    for row in rows:
+        n += 1
+        for request in requests_of(row, model, claims):
+            calls += 1
+            estimate = estimate_input_tokens(request)
+            actual = cached_input_tokens(cache, endpoint, request, row)
+            if actual is not None:
+                hits += 1
+                estimated_hits += estimate
+                actual_hits += actual
+                if actual:
+                    errors.append(abs(estimate - actual) / actual)
+                continue
+            too_large = oversize_reason(request, limits) if limits is not None else None
+            if too_large is not None:
+                oversize.append(TooLarge(row=row.id, message=too_large))
+                continue
+            tokens_in += estimate
+            tokens_out += 2 * len(request.questions)
+    price = pricing.price_for(model)
+    cost = (
+        (tokens_in * price.input_per_million + tokens_out * price.output_per_million) / PER_MILLION
+        if price is not None
+        else None
+    )
+    return Estimate(
+        rows=n,
+        calls=calls,
+        cache_hits=hits,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        cost_usd=cost,
+        currency=pricing.currency,
+        pricing_version=pricing.version,
+        model=model,
+        method=METHOD,
+        accuracy=accuracy_of(errors, estimated_hits, actual_hits),
+        too_large=tuple(oversize),
+    )

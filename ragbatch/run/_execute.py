@@ -1,0 +1,166 @@
+"""Runs the parts of a run: parts -> :class:`Outcomes` (async I/O; writes only --rows-out lines).
+
+Rows stream through :func:`ragbatch.run._runner.run_stream`; :class:`Collector` hears each
+outcome in input order and feeds the report builder, the call log, the --rows-out file and
+what the views and a shard's partial need. The progress display ticks beside the run, and a
+:class:`~ragbatch.run._stop.RunCanceller` may cut it short (``Outcomes.stopped``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import anyio
+
+from ragbatch.core import RagbatchError, RowOutcome, innermost
+from ragbatch.providers import JevProvider
+from ragbatch.report import ReportBuilder, RowsWriter
+from ragbatch.run._calls import CallLog
+from ragbatch.run._factory import Parts
+from ragbatch.run._progress import Progress, Snapshot
+from ragbatch.run._runner import RunConfig, run_stream
+from ragbatch.run._shards import part_rows, shard_pairs
+from ragbatch.run._stop import RunCanceller
+
+
+@dataclass
+class Outcomes:
+    """What a run kept: the report builder, the call log, and what the outputs need."""
+
+    builder: ReportBuilder
+    calls: CallLog
+    kept: list[RowOutcome] = field(default_factory=list)  # a shard's, for its partial file
+    texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # (question, answer) by id
+    wall_s: float = 0.0
+    stopped: bool = False  # cut short by a signal or a lost parent
+
+
+class Collector:
+    """Hears every outcome in input order and hands it to whoever keeps something of it."""
+
+    def __init__(self, parts: Parts, outcomes: Outcomes, rows_out: RowsWriter | None) -> None:
+        o = parts.options
+        self.outcomes = outcomes
+        self.rows_out = rows_out
+        # a shard's partial holds its outcomes; a planned part sends its summary, keeps none
+        self.keep_outcomes = o.scale.shard is not None and part_rows(parts.reader) is None
+        self.keep_texts = o.output.html is not None  # the HTML view shows questions, answers
+
+    def __call__(self, outcome: RowOutcome) -> None:
+        kept = self.outcomes
+        result = kept.builder.add(outcome, want_row=self.rows_out is not None)
+        kept.calls.add(outcome)
+        if self.rows_out is not None and result is not None:
+            self.rows_out.write(result, outcome.row.question)
+        if self.keep_outcomes:
+            kept.kept.append(outcome)
+        if self.keep_texts:
+            kept.texts[outcome.row.id] = (outcome.row.question, outcome.row.answer)
+
+
+def live_snapshot(parts: Parts) -> Snapshot:
+    """The counters the progress display reads: the cache's and the live client's."""
+    live = Snapshot()
+    if parts.cached is None:
+        return live
+    stats = parts.cached.stats
+    live.cache_hits = lambda: stats.hits
+    live.cache_lookups = lambda: stats.hits + stats.misses
+    client = innermost(parts.cached)
+    if isinstance(client, JevProvider):
+        limiter, counts = client.limiter, client.retries
+        live.in_flight = lambda: limiter.stats.in_flight
+        live.concurrency = lambda: limiter.limit
+        live.retries = lambda: sum(counts.values())
+        live.throttled = lambda: limiter.stats.throttled
+        live.hold = limiter.hold
+    return live
+
+
+def progress_of(parts: Parts) -> Progress | None:
+    """The progress display on stderr (None with --quiet)."""
+    o = parts.options
+    if o.display.progress == "none":
+        return None
+    shard = o.scale.shard_of
+    return Progress(
+        parts.total,
+        parts.pricing,
+        live_snapshot(parts),
+        label=f"shard {shard[0]}/{shard[1]}" if shard else "",
+        mode=o.display.progress,
+        interval=o.display.progress_interval,
+    )
+
+
+def first_error(group: BaseExceptionGroup[BaseException]) -> RagbatchError | None:
+    """The first RagbatchError anywhere in (nested) task-group exception groups.
+
+    A worker's RunAborted (a rejected key, the error budget) ends the run; the producer
+    may meanwhile fail on the closed stream, so the first leaf is not always the cause."""
+    matched, _ = group.split(RagbatchError)
+    leaf: BaseException | None = matched
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf if isinstance(leaf, RagbatchError) else None
+
+
+class Execution:
+    """One run of the parts: the row stream, with the progress display ticking beside it."""
+
+    def __init__(self, parts: Parts, rows_out: RowsWriter | None) -> None:
+        o = parts.options
+        self.parts = parts
+        self.outcomes = Outcomes(
+            ReportBuilder(parts.info, parts.known_rows),
+            CallLog(o.output.max_report_rows, parts.known_rows, rows_out=rows_out is not None),
+        )
+        self.collect = Collector(parts, self.outcomes, rows_out)
+        self.progress = progress_of(parts)
+        self.run_config = RunConfig(
+            o.rate.concurrency,
+            parts.thresholds,
+            max_error_rate=o.limits.max_error_rate,
+            error_budget_rows=o.limits.error_budget_rows,
+            claims=parts.claims,
+        )
+
+    async def stream(self) -> None:
+        pairs = shard_pairs(self.parts.reader, self.parts.options.scale.shard_of)
+        on_row = self.progress.on_row if self.progress is not None else None
+        p = self.parts
+        await run_stream(pairs, p.provider, p.baseline, self.run_config, self.collect, on_row)
+
+    async def body(self) -> None:
+        if self.progress is None:
+            await self.stream()
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.progress.tick)  # lines go on while no row finishes (a long hold)
+            await self.stream()
+            tg.cancel_scope.cancel()
+
+
+async def execute(
+    parts: Parts, rows_out: RowsWriter | None, canceller: RunCanceller | None
+) -> Outcomes:
+    """Evaluate every row of ``parts``; a RagbatchError inside the task groups comes out as
+    itself (not as an exception group)."""
+    run = Execution(parts, rows_out)
+    started = time.perf_counter()
+    try:
+        if canceller is not None:
+            run.outcomes.stopped = await canceller.run(run.body)
+        else:
+            await run.body()
+    except BaseExceptionGroup as group:
+        error = first_error(group)
+        if error is None:
+            raise
+        raise error from None
+    finally:
+        if run.progress is not None:
+            run.progress.close()
+    run.outcomes.wall_s = time.perf_counter() - started
+    return run.outcomes

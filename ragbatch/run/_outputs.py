@@ -1,0 +1,118 @@
+"""Writes what a run produced: outcomes -> files (report, partial, --rows-out, run record, views).
+
+A failed run never destroys an earlier result. Every output is written beside its target
+(``.NAME.tmp``, ``--rows-out`` as ``.NAME.part`` while rows stream in) and flushed;
+:class:`StagedFiles` renames them into place together only when the run ends with a report (a
+complete one, or an incomplete one after ``--max-cost``, which says so in the file). On any
+other end (a rejected key, the error budget, a damaged or full cache, a full disk, a signal)
+every temporary file is removed and the files under their names stay exactly as they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import orjson
+
+from ragbatch._files import AtomicFile
+from ragbatch.report import Report, RowsWriter, report_bytes, report_html, report_markdown
+from ragbatch.run._calls import offline_models
+from ragbatch.run._config import JobResult
+from ragbatch.run._execute import Outcomes
+from ragbatch.run._factory import Parts
+from ragbatch.run._options import RunOptions
+from ragbatch.run._shards import write_shard
+
+
+class StagedFiles:
+    """Output files written beside their targets, renamed into place together by
+    :meth:`commit`, or all removed by :meth:`discard`."""
+
+    def __init__(self) -> None:
+        self._files: list[tuple[Callable[[], None], Callable[[], None]]] = []
+
+    def add(self, path: Path, data: bytes) -> None:
+        """Write ``data`` for ``path`` now (a full disk fails here, with a ConfigError)."""
+        file = AtomicFile(path)
+        self._files.append((file.commit, file.discard))
+        file.write(data, flush=True)
+
+    def rows(self, path: Path | None) -> RowsWriter | None:
+        """The --rows-out writer, its file staged like the others."""
+        if path is None:
+            return None
+        writer = RowsWriter(path)
+        self._files.append((writer.close, writer.discard))
+        return writer
+
+    def commit(self) -> None:
+        for commit, _ in self._files:
+            commit()
+        self._files.clear()
+
+    def discard(self) -> None:
+        for _, discard in self._files:
+            with contextlib.suppress(OSError):  # the disk may be the reason we are here
+                discard()
+        self._files.clear()
+
+
+def write_views(
+    staged: StagedFiles, report: Report, texts: Mapping[str, tuple[str, str]], o: RunOptions
+) -> None:
+    """The human views: Markdown for a PR comment, one HTML page with each row's question and
+    answer (``texts``: what the run kept of them; the source is not read again)."""
+    if o.output.markdown is not None:
+        staged.add(o.output.markdown, report_markdown(report).encode())
+    if o.output.html is not None:
+        questions = {key: question for key, (question, _) in texts.items()}
+        answers = {key: answer for key, (_, answer) in texts.items()}
+        staged.add(o.output.html, report_html(report, answers, questions).encode())
+
+
+def record_bytes(record: dict[str, object]) -> bytes:
+    return orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def offline_warning(parts: Parts, record: dict[str, object]) -> str | None:
+    """When an --offline run missed every lookup and the cache holds another model's replies."""
+    cached = parts.cached
+    other = offline_models(cached) if cached is not None else []
+    if cached is None or not other:
+        return None
+    cache = record["cache"]
+    assert isinstance(cache, dict)
+    cache["recordedModels"] = other
+    return (
+        f"--offline: every lookup missed the cache ({cached.stats.misses} misses); it "
+        f"holds replies recorded for {', '.join(other)}, not for {cached.model}: pass "
+        f"--model {other[0]} to replay them"
+    )
+
+
+def write_outputs(
+    parts: Parts, kept: Outcomes, staged: StagedFiles, warn: Callable[[str], None]
+) -> JobResult:
+    """Build the report and the run record, stage every file asked for, then commit them."""
+    o = parts.options
+    report = kept.builder.report(dataset_sha256=parts.reader.sha256)
+    data = report_bytes(report)
+    rate = kept.builder.rows / kept.wall_s if kept.wall_s > 0 else 0.0
+    record = kept.calls.record(kept.wall_s, rate, parts.cached, parts.pricing)
+    for warning in parts.cached.warnings if parts.cached is not None else ():
+        warn(warning)
+    if (offline := offline_warning(parts, record)) is not None:
+        warn(offline)
+    shard = o.scale.shard_of
+    if shard is not None and o.scale.partial_out is not None:
+        reader, partial = parts.reader, o.scale.partial_out
+        write_shard(partial, shard, reader, parts.info, kept.kept, kept.builder, kept.calls)
+    elif o.output.out is not None:
+        staged.add(o.output.out, data)
+    write_views(staged, report, kept.texts, o)
+    if o.output.run_record is not None:
+        staged.add(o.output.run_record, record_bytes(record))
+    staged.commit()
+    return JobResult(report, data, kept.wall_s, rate, record)

@@ -1,0 +1,268 @@
+"""Streams rows through concurrent provider calls: the task group of the rows (async I/O;
+``run.execute`` runs the progress display beside it, ``run.stop`` a signal watcher).
+
+Producer -> bounded memory object stream -> ``concurrency`` workers. Each worker asks Jev for
+one row (one request, every question), applies the policy and asks the baseline judge; outcomes
+are handed on in input order whatever order the calls finish in, through a bounded reordering
+window, so memory does not grow with the row count. A call that fails is recorded as a failed
+row and the run goes on; only :class:`~ragbatch.core._errors.RunAborted` (or a bug) stops it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from ragbatch.core import (
+    CLAIM_PREFIX,
+    AsyncClaimExtractor,
+    BaselineJudge,
+    BaselineOutcome,
+    Call,
+    ChoiceAnswer,
+    ClaimExtractor,
+    ClaimResult,
+    JevOutcome,
+    Provider,
+    ProviderError,
+    Reply,
+    Row,
+    RowFailure,
+    RowOutcome,
+    RunAborted,
+    Scope,
+    Thresholds,
+    build_request,
+    claim_groups,
+    claim_result,
+    decision_for,
+    diagnose,
+    evidence_of,
+    read_judgments,
+    summarize_claims,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    concurrency: int = 32
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    # Stop the run when more than this share of rows failed (after ``error_budget_rows``).
+    max_error_rate: float | None = None
+    error_budget_rows: int = 20
+    claims: ClaimConfig | None = None
+
+
+class ErrorBudget:
+    """The error budget (``--max-error-rate``): aborts the run once the share of failed
+    rows exceeds it (not the cost limit of ``--max-cost``, which is ``run.budget``)."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.done = 0
+        self.failed = 0
+
+    def record(self, outcome: JevOutcome) -> None:
+        self.done += 1
+        if outcome.failure is None:
+            return
+        self.failed += 1
+        max_rate = self.config.max_error_rate
+        if max_rate is None or self.done < self.config.error_budget_rows:
+            return
+        if self.failed / self.done > max_rate:
+            raise RunAborted(
+                f"{self.failed} of {self.done} rows failed, over the error budget of "
+                f"{max_rate:.0%} (--max-error-rate); last error: {outcome.failure.kind}: "
+                f"{outcome.failure.message}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimConfig:
+    """Claim mode: who supplies claims and which evidence each claim is judged against."""
+
+    extractor: ClaimExtractor | AsyncClaimExtractor
+    scope: Scope = "cited"
+
+
+async def judge_claims(
+    row: Row, provider: Provider, config: ClaimConfig, thresholds: Thresholds
+) -> tuple[list[ClaimResult], list[Reply]]:
+    """One request per distinct evidence set; claims are then read back in answer order."""
+    extractor = config.extractor
+    if isinstance(extractor, ClaimExtractor):
+        claims = extractor.extract(row)
+    else:
+        claims = await extractor.extract_async(row)
+    answers: dict[str, dict[str, float]] = {}
+    replies = []
+    for group in claim_groups(row, claims, config.scope, provider.model):
+        reply = await provider.fetch_answers(Call(request=group.request, row=row))
+        replies.append(reply)
+        for qid, answer in reply.answers.items():
+            if isinstance(answer, ChoiceAnswer):
+                answers[qid.removeprefix(CLAIM_PREFIX)] = answer.probabilities
+    results = [
+        claim_result(
+            claim,
+            evidence_of(claim, row, config.scope),
+            answers.get(claim.id),
+            thresholds.pass_,
+        )
+        for claim in claims
+    ]
+    return results, replies
+
+
+async def judge_row(
+    row: Row, provider: Provider, thresholds: Thresholds, claims: ClaimConfig | None = None
+) -> JevOutcome:
+    """The row's Jev call(s), then the policy; a ProviderError becomes a failed row.
+
+    Calls of one row run one after another, so its latency is their sum.
+    """
+    request = build_request(row, provider.model)
+    spent = 0.0
+    try:
+        reply = await provider.fetch_answers(Call(request=request, row=row))
+        spent = reply.latency_ms
+        results, claim_replies = (
+            await judge_claims(row, provider, claims, thresholds) if claims else ([], [])
+        )
+    except ProviderError as exc:
+        failure = RowFailure(kind=exc.kind, message=str(exc), retries=exc.retries)
+        return JevOutcome(None, None, None, failure, spent + exc.wall_ms)
+    judgments = read_judgments(row, reply.probabilities())
+    summary = summarize_claims(results) if claims else None
+    verdict = diagnose(judgments, thresholds, summary)
+    latency = math.fsum([reply.latency_ms, *(r.latency_ms for r in claim_replies)])
+    return JevOutcome(
+        _spent(reply),
+        judgments,
+        verdict,
+        None,
+        latency,
+        claims=tuple(results) if claims else None,
+        claim_summary=summary,
+        claim_replies=tuple(_spent(r) for r in claim_replies),
+    )
+
+
+def _spent(reply: Reply) -> Reply:
+    """The reply without its raw answers, once they are read: the outcome keeps what the report
+    needs (model, usage, latency, request id); the answers live on in the cache."""
+    return reply.model_copy(update={"answers": {}})
+
+
+async def baseline_row(row: Row, judge: BaselineJudge) -> BaselineOutcome:
+    try:
+        return BaselineOutcome(await judge.judge(row), None)
+    except ProviderError as exc:
+        return BaselineOutcome(None, RowFailure(kind=exc.kind, message=str(exc)))
+
+
+class InOrder:
+    """Hands finished rows to ``sink`` in input order, whatever order they finish in.
+
+    A row that finishes early waits here until every row before it is done; the producer
+    sends row ``k`` only once fewer than ``window`` rows are waiting (:meth:`admit`), so a
+    slow row holds back at most ``window`` finished ones, however long the run.
+    """
+
+    def __init__(self, sink: Callable[[RowOutcome], None], window: int) -> None:
+        self.sink = sink
+        self.window = window
+        self.next = 0
+        self.waiting: dict[int, RowOutcome] = {}
+        self.advanced = anyio.Event()
+
+    async def admit(self, position: int) -> None:
+        while position >= self.next + self.window:
+            await self.advanced.wait()
+
+    def put(self, position: int, outcome: RowOutcome) -> None:
+        self.waiting[position] = outcome
+        start = self.next
+        while self.next in self.waiting:
+            self.sink(self.waiting.pop(self.next))
+            self.next += 1
+        if self.next != start:
+            self.advanced.set()
+            self.advanced = anyio.Event()
+
+
+def reorder_window(concurrency: int) -> int:
+    """How many finished rows may wait for a slow one before the producer pauses."""
+    return max(4096, 128 * concurrency)
+
+
+async def run_batch(
+    rows: Iterable[Row],
+    provider: Provider,
+    baseline: BaselineJudge,
+    config: RunConfig,
+    on_row: Callable[[RowOutcome], None] | None = None,
+) -> list[RowOutcome]:
+    """Evaluate every row; the returned list is in input order."""
+    return await run_indexed(enumerate(rows), provider, baseline, config, on_row)
+
+
+async def run_indexed(
+    rows: Iterable[tuple[int, Row]],
+    provider: Provider,
+    baseline: BaselineJudge,
+    config: RunConfig,
+    on_row: Callable[[RowOutcome], None] | None = None,
+) -> list[RowOutcome]:
+    """Evaluate (input index, row) pairs, e.g. one shard of a file; in input order."""
+    outcomes: list[RowOutcome] = []
+    await run_stream(rows, provider, baseline, config, outcomes.append, on_row)
+    return outcomes
+
+
+async def run_stream(
+    rows: Iterable[tuple[int, Row]],
+    provider: Provider,
+    baseline: BaselineJudge,
+    config: RunConfig,
+    in_order: Callable[[RowOutcome], None],
+    on_row: Callable[[RowOutcome], None] | None = None,
+) -> int:
+    """Evaluate (input index, row) pairs; ``in_order`` gets each outcome in input order as
+    soon as the rows before it are done, ``on_row`` as soon as it finishes. Nothing is kept:
+    memory does not grow with the number of rows. Returns the number of rows."""
+    if config.concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    error_budget = ErrorBudget(config)
+    ordered = InOrder(in_order, reorder_window(config.concurrency))
+
+    async def worker(receive: MemoryObjectReceiveStream[tuple[int, int, Row]]) -> None:
+        async with receive:
+            async for position, index, row in receive:
+                jev = await judge_row(row, provider, config.thresholds, config.claims)
+                error_budget.record(jev)
+                base = await baseline_row(row, baseline)
+                # the mock block has served its call: the outcome keeps what the report reads
+                kept = row.model_copy(update={"mock": None}) if row.mock is not None else row
+                outcome = RowOutcome(index, kept, decision_for(row), jev, base)
+                if on_row is not None:
+                    on_row(outcome)
+                ordered.put(position, outcome)
+
+    send, receive = anyio.create_memory_object_stream[tuple[int, int, Row]](config.concurrency)
+    sent = 0
+    async with anyio.create_task_group() as tg:
+        for _ in range(config.concurrency):
+            tg.start_soon(worker, receive.clone())
+        receive.close()
+        async with send:
+            for position, (index, row) in enumerate(rows):
+                await ordered.admit(position)
+                await send.send((position, index, row))
+                sent = position + 1
+    return sent

@@ -1,0 +1,221 @@
+"""Shards and partial results: split a dataset, write one shard's outcomes, merge (file I/O).
+
+A row belongs to shard ``K`` of ``N`` when ``sha256(row id) mod N == K - 1``: the partition
+depends only on the row's id, so it is stable under re-runs and independent of the order of
+other rows. Every shard reads the whole file (to know each row's input index and the file's
+sha256) and evaluates its own rows.
+
+A partial file is JSONL: one header line (what the run was: dataset, shard, and the full
+:class:`~ragbatch.report._builder.RunInfo` with policy, pricing snapshot and models), then one line
+per evaluated row (the complete :class:`~ragbatch.core._outcome.RowOutcome`, recorded latencies and
+usage included). Merging sorts outcomes by input index and summarizes them with the same code
+as a single run, so the merged report is byte-identical to a single-process report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from ragbatch._files import atomic_file
+from ragbatch.core import ConfigError, DatasetError, Row, RowOutcome
+from ragbatch.data import scan_lines
+from ragbatch.report import ReportBuilder, RunInfo
+from ragbatch.run._calls import CallLog
+from ragbatch.run._summary import PartSummary, write_summary
+
+PARTIAL_VERSION = 1
+_OUTCOME = TypeAdapter(RowOutcome)
+_INFO = TypeAdapter(RunInfo)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """'K/N' -> (K, N) with 1 <= K <= N."""
+    try:
+        k_text, n_text = text.split("/")
+        k, n = int(k_text), int(n_text)
+    except ValueError:
+        raise ConfigError(f"--shard must look like K/N (e.g. 2/8), got {text!r}") from None
+    if not 1 <= k <= n:
+        raise ConfigError(f"--shard {text}: need 1 <= K <= N")
+    return k, n
+
+
+def shard_of(row_id: str, shards: int) -> int:
+    """The 1-based shard of a row id among ``shards``."""
+    digest = hashlib.sha256(row_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % shards + 1
+
+
+def shard_pairs(reader: Iterable[Row], shard: tuple[int, int] | None) -> Iterator[tuple[int, Row]]:
+    """(input index, row) of the rows a job evaluates: a planned part's own rows (it reads
+    only those, see :mod:`ragbatch.run._split`), else the rows of ``shard`` (K, N) or all."""
+    pairs = getattr(reader, "pairs", None)
+    if pairs is not None:
+        planned: Iterator[tuple[int, Row]] = pairs()
+        return planned
+    return (
+        (index, row)
+        for index, row in enumerate(reader)
+        if shard is None or shard_of(row.id, shard[1]) == shard[0]
+    )
+
+
+def part_rows(reader: object) -> int | None:
+    """The rows of a planned part (its progress total), None for any other reader."""
+    rows = getattr(reader, "part_rows", None)
+    return rows if isinstance(rows, int) else None
+
+
+def write_shard(
+    path: Path,
+    shard: tuple[int, int],
+    reader: Any,
+    info: RunInfo,
+    outcomes: Sequence[RowOutcome],
+    builder: ReportBuilder,
+    calls: CallLog,
+) -> None:
+    """A shard's result: a planned part's summary (merged in order by the parent, see
+    :mod:`ragbatch.run._summary`), else the partial file of its outcomes."""
+    if part_rows(reader) is not None:
+        write_summary(path, PartSummary(builder, calls, reader.ids, reader.texts))
+    else:
+        info = replace(info, dataset_sha256=reader.sha256)
+        write_partial(path, shard, reader.rows, info, outcomes)
+
+
+def count_shard_rows(path: Path, shard: tuple[int, int]) -> int | None:
+    """Rows of a JSONL file in ``shard`` (K, N), for the progress total; None if the file
+    cannot be read or a line is not a row (the reader reports that, at its line)."""
+    k, n = shard
+    count = 0
+    try:
+        with path.open("rb") as handle:
+            for line in scan_lines(handle):
+                if line.strip():
+                    row_id = orjson.loads(line.removeprefix(b"\xef\xbb\xbf")).get("id")
+                    count += isinstance(row_id, str) and shard_of(row_id, n) == k
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        return None
+    return count
+
+
+class PartialHeader(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["ragbatch-partial"] = "ragbatch-partial"
+    version: int = PARTIAL_VERSION
+    shard: int
+    shards: int
+    dataset_rows: int
+    evaluated_rows: int
+    complete: bool
+    info: bytes  # RunInfo as JSON (kept as bytes so equality is exact)
+
+
+def write_partial(
+    path: Path,
+    shard: tuple[int, int],
+    dataset_rows: int,
+    info: RunInfo,
+    outcomes: Sequence[RowOutcome],
+) -> None:
+    """Write one shard's outcomes (atomically: a reader never sees half a partial)."""
+    header = PartialHeader(
+        shard=shard[0],
+        shards=shard[1],
+        dataset_rows=dataset_rows,
+        evaluated_rows=len(outcomes),
+        complete=True,
+        info=_INFO.dump_json(info),
+    )
+    with atomic_file(path) as handle:
+        handle.write(header.model_dump_json().encode() + b"\n")
+        for outcome in outcomes:
+            handle.write(_OUTCOME.dump_json(outcome) + b"\n")
+
+
+def read_partial(path: Path) -> tuple[PartialHeader, list[RowOutcome]]:
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        raise DatasetError(str(path), 0, f"cannot read partial: {exc.strerror or exc}") from None
+    if not lines:
+        raise DatasetError(str(path), 0, "empty partial file")
+    try:
+        header = PartialHeader.model_validate_json(lines[0])
+    except ValidationError:
+        raise DatasetError(str(path), 1, "not a ragbatch partial (bad header)") from None
+    outcomes = []
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            outcomes.append(_OUTCOME.validate_json(line))
+        except ValidationError as exc:
+            raise DatasetError(
+                str(path), number, f"bad row outcome: {exc.errors()[0]['msg']}"
+            ) from None
+    if len(outcomes) != header.evaluated_rows:
+        raise DatasetError(str(path), 0, "truncated partial: fewer rows than its header says")
+    return header, outcomes
+
+
+def _difference(a: RunInfo, b: RunInfo) -> str | None:
+    checks = (
+        ("datasets", (a.dataset_name, a.dataset_sha256), (b.dataset_name, b.dataset_sha256)),
+        ("policies", a.thresholds, b.thresholds),
+        ("pricing snapshots", a.pricing.sha256, b.pricing.sha256),
+        (
+            "models",
+            (a.provider, a.requested_model, a.baseline),
+            (b.provider, b.requested_model, b.baseline),
+        ),
+        ("claim settings", a.claims, b.claims),
+        ("metric settings", (a.ks, a.slice_by), (b.ks, b.slice_by)),
+    )
+    for what, left, right in checks:
+        if left != right:
+            return f"different {what}: {left} vs {right}"
+    return None
+
+
+def merge_partials(paths: Iterable[Path]) -> tuple[RunInfo, list[RowOutcome]]:
+    """Outcomes of every shard in input order, after checking the shards belong together."""
+    headers: list[tuple[Path, PartialHeader, RunInfo]] = []
+    outcomes: list[RowOutcome] = []
+    for path in paths:
+        header, rows = read_partial(path)
+        headers.append((path, header, _INFO.validate_json(header.info)))
+        outcomes.extend(rows)
+    if not headers:
+        raise ConfigError("no partial files to merge")
+    first_path, first, info = headers[0]
+    seen: dict[int, Path] = {}
+    for path, header, other in headers:
+        problem = _difference(info, other)
+        if problem is not None or header.shards != first.shards:
+            problem = problem or f"different shard counts: {first.shards} vs {header.shards}"
+            raise ConfigError(f"refusing to merge {first_path} and {path}: {problem}")
+        if header.shard in seen:
+            raise ConfigError(
+                f"shard {header.shard}/{header.shards} given twice: {seen[header.shard]} and {path}"
+            )
+        seen[header.shard] = path
+    missing = sorted(set(range(1, first.shards + 1)) - set(seen))
+    if missing:
+        names = ", ".join(f"{k}/{first.shards}" for k in missing)
+        raise ConfigError(f"missing shard(s) {names}: run them (same options) and merge again")
+    outcomes.sort(key=lambda o: o.index)
+    indices = [o.index for o in outcomes]
+    if indices != list(range(first.dataset_rows)):
+        raise ConfigError(
+            f"the partials hold {len(set(indices))} distinct rows of {first.dataset_rows}: "
+            "a shard was evaluated on a different file or twice"
+        )
+    return info, outcomes
