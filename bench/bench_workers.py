@@ -84,10 +84,7 @@ def main() -> None:
                 dask, dask_cpu = measured(
                     busy,
                     lambda: run_on_dask(
-                        live_config(data, url, tmp / "unused", args.concurrency),
-                        2,
-                        client,
-                        tmp / "cache-dask",
+                        live_config(data, url, tmp / "cache-dask", args.concurrency), 2, client
                     ),
                 )
     finally:

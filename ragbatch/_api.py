@@ -274,6 +274,8 @@ async def evaluate_async(data: Any, **options: Any) -> Evaluation:
         checked = _options(data, options, stack)
         if checked.scale.workers > 1:  # the worker processes' signal handling needs the main thread
             raise ConfigError("workers > 1 needs ragbatch.evaluate(), not evaluate_async()")
+        if checked.scale.dask is not None:  # the Dask client blocks the thread it runs in
+            raise ConfigError("dask needs ragbatch.evaluate(), not evaluate_async()")
         result = await run_options_async(checked)
     return Evaluation(result.report, checked.output.rows_out)
 

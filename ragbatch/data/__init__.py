@@ -15,21 +15,23 @@ Reads and writes files. May import ``core`` and ``ragbatch._files`` only.
 from __future__ import annotations
 
 # The front door: what other packages use (the modules behind it are private).
-from ragbatch.data._base import RowSource, scan_lines
+from ragbatch.data._base import BOM, RowSource, scan_lines
 from ragbatch.data._counterfactual import write_counterfactuals
 from ragbatch.data._formats import open_dataset
-from ragbatch.data._hints import DEFAULT_DATASET
+from ragbatch.data._hints import DEFAULT_DATASET, foreign_shape
 from ragbatch.data._jsonl import JsonlReader, SeenIds, describe
 from ragbatch.data._labels import read_labels
 from ragbatch.data._records import drop_nulls
 
 __all__ = [
+    "BOM",
     "DEFAULT_DATASET",
     "JsonlReader",
     "RowSource",
     "SeenIds",
     "describe",
     "drop_nulls",
+    "foreign_shape",
     "open_dataset",
     "read_labels",
     "scan_lines",

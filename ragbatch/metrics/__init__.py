@@ -23,6 +23,7 @@ from ragbatch.metrics._claims import (
 )
 from ragbatch.metrics._diagnostic_matrix import BY_KEY, LAYER_ORDER, MATRIX, Finding, diagnose_names
 from ragbatch.metrics._golden import (
+    AUTHORITY_IDS,
     Authority,
     ChunkAgreement,
     Counterfactual,
@@ -38,6 +39,7 @@ from ragbatch.metrics._scores import (
     Calibration,
     Classification,
     Component,
+    ExactSum,
     Latency,
     Out,
     Selective,
@@ -60,6 +62,7 @@ from ragbatch.metrics._tradeoff import (
 )
 
 __all__ = [
+    "AUTHORITY_IDS",
     "BUILTIN_ORDER",
     "BY_KEY",
     "CURVE",
@@ -83,6 +86,7 @@ __all__ = [
     "Counterfactual",
     "CurvePoint",
     "Estimate",
+    "ExactSum",
     "Finding",
     "GoldenAccumulator",
     "GoldenHealth",

@@ -16,6 +16,7 @@ from ragbatch.report._builder import ROWS_IN_FILE, ROWS_NOT_KEPT, ReportBuilder,
 from ragbatch.report._export import DEFAULT_NAME, EXPORT_FORMATS, ExportFormat, export_rows
 from ragbatch.report._html import report_html, require_html_extra
 from ragbatch.report._markdown import report_markdown
+from ragbatch.report._merge import merge_builders
 from ragbatch.report._models import DatasetInfo, Report, RowResult, report_bytes, report_schema
 from ragbatch.report._rows_out import RowsWriter, merge_rows
 from ragbatch.report._text import run_text, summary_text
@@ -33,6 +34,7 @@ __all__ = [
     "RowsWriter",
     "RunInfo",
     "export_rows",
+    "merge_builders",
     "merge_rows",
     "report_bytes",
     "report_html",

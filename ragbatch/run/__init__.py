@@ -6,8 +6,9 @@ small groups; ``factory`` builds the parts from them (after the checks of ``pref
 a ``stop.RunCanceller`` watch beside it); ``outputs`` writes the files, together and only on
 success; ``calls`` keeps the run record's call facts. Also here: the cost limit of
 ``--max-cost`` (``budget``; the error budget of ``--max-error-rate`` is the runner's),
-``progress``, ``estimate``, shards and partials (``shards``), ``workers`` on one machine and
-the Dask adapter (``dask``).
+``progress``, ``estimate``, shards and partials (``shards``), a file split into parts each
+worker reads alone (``split``) and their merged summaries (``summary``), ``workers`` on one
+machine, the Dask adapter (``dask``) and ``--dask`` (``cluster``).
 
 Does I/O. May import every layer below it: ``calibrate``, ``compare``, ``report``,
 ``metrics``, ``data``, ``providers``, ``core``.

@@ -1,25 +1,29 @@
-"""Shards as tasks on a Dask cluster: submit, gather, merge (cluster and file I/O; no evaluation).
+"""Parts of a run as tasks on a Dask cluster: submit, gather, merge (cluster I/O; no evaluation).
 
 The optional ``dask`` extra (``pip install 'ragbatch[dask]'``) brings ``distributed``; it is
 imported only when a function here is called, so the base install stays light.
 
-:func:`run_on_dask` runs shard k of N as one task (``pure=False``: a rerun evaluates again).
-Each task gets 1/N of the concurrency and of the rate budgets (:func:`ragbatch.run._workers.
-shard_config`), so the cluster as a whole keeps the budget of the single-process options.
-Each task uses its own cache directory ``cache_root/worker-k`` - keyed by the shard, not by
-the Dask worker that happens to run it, so a rerun with the same shard count finds its
-entries whichever worker picks the task up. ``ragbatch.providers.cache._merge.merge_caches`` folds them
-into one cache afterwards. Partials are exchanged through a temporary directory, so the
-workers must share the client's filesystem (a ``LocalCluster``, or a shared mount); the merge
-is :func:`ragbatch.run._shards.merge_partials`, so the report equals a single-process report.
+:func:`run_on_dask` splits a JSONL file into ``parts`` consecutive ranges of rows
+(:mod:`ragbatch.run._split`) and runs each as one task (``pure=False``: a rerun evaluates
+again). No filesystem is shared: a task receives its rows' raw bytes and the options, works in
+a private directory under its worker's own local directory (removed when it ends) and returns
+through Dask its summary (:mod:`ragbatch.run._summary`), its ``--rows-out`` lines and the new
+cache entries. The client merges the summaries in order (the report equals a single-process
+one), writes the rows file, and stores the entries in its own ``--cache-dir``; so a later
+run - single-process, ``--offline``, or on the cluster again - finds them there. To resume
+without a shared disk, the client sends the entries its cache already holds to the cluster
+once (one scattered object, as large as that cache) and each task starts from them.
 
-The task's options travel to the scheduler and the workers pickled, API key included: on
-anything but a loopback cluster, use Dask's TLS security settings. A task whose worker dies
-is retried by Dask on another worker; its shard resumes from its own cache directory.
+Each task gets 1/N of the concurrency and of every budget (:func:`ragbatch.run._workers.
+shard_config`), so the cluster as a whole keeps the single-process limits. The options travel
+to the scheduler and the workers pickled, API key included: on anything but a loopback
+cluster, use Dask's TLS security settings. A task whose worker dies is retried by Dask on
+another worker.
 """
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -27,18 +31,31 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragbatch._files import atomic_file
 from ragbatch.core import ConfigError
+from ragbatch.providers.cache import read_entries, store_entries
+from ragbatch.report import RowsWriter
 from ragbatch.run._config import JobResult
+from ragbatch.run._factory import jev_settings, load_pricing, spend_limit
 from ragbatch.run._options import RunOptions
-from ragbatch.run._workers import finish, run_shard_task, shard_config
+from ragbatch.run._preflight import check_outputs
+from ragbatch.run._split import PlannedRows, detached, part_source, plan_rows
+from ragbatch.run._workers import (
+    finish_parts,
+    part_table_limit,
+    raise_shard_error,
+    run_shard_task,
+    shard_config,
+)
 
 if TYPE_CHECKING:
     import distributed
 
 MISSING = "the Dask adapter needs the 'dask' extra: pip install 'ragbatch[dask]'"
+Entries = list[tuple[str, bytes]]
 
 
-def _require_distributed() -> Any:
+def require_distributed() -> Any:
     try:
         import distributed
     except ImportError:
@@ -49,7 +66,7 @@ def _require_distributed() -> Any:
 @contextmanager
 def local_cluster(n_workers: int) -> Iterator[distributed.Client]:
     """A ``LocalCluster`` of ``n_workers`` single-threaded processes on loopback, no dashboard."""
-    dd = _require_distributed()
+    dd = require_distributed()
     with (
         dd.LocalCluster(
             n_workers=n_workers,
@@ -63,37 +80,92 @@ def local_cluster(n_workers: int) -> Iterator[distributed.Client]:
         yield client
 
 
-def _task_config(config: RunOptions, k: int, shards: int, partial: Path, cache: Path) -> RunOptions:
-    # Absolute paths: a worker's working directory is not the client's concern.
-    shard = shard_config(config, k, shards, partial)
+def run_part(config: RunOptions, seed: Entries | None) -> dict[str, Any]:
+    """One part, on a Dask worker: evaluate in a private directory of the worker's, return
+    everything the client needs as data (nothing is left on the worker's disk)."""
+    try:
+        from distributed import get_worker
+
+        scratch: str | None = get_worker().local_directory
+    except (ImportError, ValueError):  # run outside a worker (tests, a local fallback)
+        scratch = None
+    work = Path(tempfile.mkdtemp(prefix="ragbatch-part-", dir=scratch))
+    try:
+        cache = work / "cache"
+        known = set()
+        if seed:
+            known = {key for key, _ in seed}
+            store_entries(cache, seed)
+        rows = work / "rows.jsonl" if config.output.rows_out is not None else None
+        task = config.replace(cache_dir=cache, partial_out=work / "part.pkl", rows_out=rows)
+        done = run_shard_task(task)
+        if "error" in done:
+            return done
+        new = [(k, v) for k, v in read_entries(cache) if k not in known]
+        done["summary"] = (work / "part.pkl").read_bytes()
+        done["rowsOut"] = rows.read_bytes() if rows is not None else None
+        done["entries"] = new
+        return done
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _task_config(
+    config: RunOptions, source: PlannedRows, k: int, parts: int, table: int | None
+) -> RunOptions:
+    shard = shard_config(config, k, parts, Path("part.pkl"))
     return shard.replace(
-        dataset=config.input.dataset.resolve(),
-        pricing=config.policy.pricing.resolve(),
-        cache_dir=cache.resolve(),
+        source=source,
+        max_report_rows=table,
+        rows_out=config.output.rows_out,  # a marker: the task writes its rows in its directory
         quiet=True,
     )
 
 
-def run_on_dask(
-    config: RunOptions, shards: int, client: distributed.Client, cache_root: Path
-) -> JobResult:
-    """Run ``shards`` shard tasks on ``client``'s cluster and merge them into one report."""
-    dd = _require_distributed()
-    if shards < 1:
-        raise ConfigError(f"shards must be at least 1, got {shards}")
-    if config.input.source is not None:
-        raise ConfigError("the Dask adapter reads a dataset file; in-memory row sources stay local")
-    if config.output.rows_out is not None:
-        raise ConfigError("--rows-out is not supported with the Dask adapter")
+def run_on_dask(config: RunOptions, parts: int, client: distributed.Client) -> JobResult:
+    """Run ``parts`` tasks on ``client``'s cluster and merge them into one report (and
+    ``--rows-out``); the tasks' new cache entries go into the options' ``cache_dir``."""
+    dd = require_distributed()
+    if parts < 1:
+        raise ConfigError(f"parts must be at least 1, got {parts}")
+    i, cache_dir = config.input, config.cache.cache_dir
+    if i.source is not None or i.format != "jsonl":
+        raise ConfigError("the Dask adapter reads a JSONL dataset file (--format jsonl)")
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="ragbatch-dask-") as tmp:
-        partials = [Path(tmp) / f"part-{k}-of-{shards}.jsonl" for k in range(1, shards + 1)]
-        configs = [
-            _task_config(config, k, shards, part, cache_root / f"worker-{k}")
-            for k, part in enumerate(partials, start=1)
-        ]
-        futures = [client.submit(run_shard_task, c, pure=False) for c in configs]
-        # Every task finished (or failed) before the temporary directory goes away.
+    check_outputs(config)  # refused here, before any task is sent
+    spend_limit(config, load_pricing(config.policy.pricing))
+    jev_settings(config)
+    plan = plan_rows(i.dataset)
+    if plan is None or plan.rows == 0:
+        raise ConfigError(f"cannot split {i.dataset}: run it without --dask to see why")
+    parts = min(parts, plan.rows)
+    ignore, html = i.ignore_unknown_fields, config.output.html is not None
+    sources = [
+        detached(part_source(plan, k, parts, ignore_unknown=ignore, keep_texts=html))
+        for k in range(1, parts + 1)
+    ]
+    table = part_table_limit(config, plan)
+    seed = read_entries(cache_dir) if config.jev.provider != "mock" else []
+    # one object on every worker (a list given to scatter would become one future an item)
+    seeded = client.scatter([seed], broadcast=True)[0] if seed else None  # type: ignore[no-untyped-call]
+    configs = [_task_config(config, s, k, parts, table) for k, s in enumerate(sources, start=1)]
+    # the rows travel as data, not inside the task graph (the scheduler keeps graphs small)
+    scattered = client.scatter(configs)  # type: ignore[no-untyped-call]
+    futures = [client.submit(run_part, c, seeded, pure=False) for c in scattered]
+    try:
+        results: list[dict[str, Any]] = client.gather(futures)  # type: ignore[no-untyped-call]
+    finally:
         dd.wait(futures)
-        results: list[dict[str, Any]] = [future.result() for future in futures]
-        return finish(config, partials, results, started, {"shards": shards, "engine": "dask"})
+    gathered = time.perf_counter()  # the client's serial part starts: merge and write
+    raise_shard_error(results)
+    # the tasks' new cache entries, into the client's cache (one transaction)
+    store_entries(cache_dir, [entry for r in results for entry in r.pop("entries", [])])
+    facts: dict[str, Any] = {"shards": parts, "engine": "dask", "mergeStarted": gathered}
+    summaries = [r.pop("summary") for r in results]
+    lines = [r.pop("rowsOut") for r in results]
+    if config.output.rows_out is not None:
+        with atomic_file(config.output.rows_out, RowsWriter.SUFFIX) as out:
+            for chunk in lines:
+                out.write(chunk or b"")
+    merged = config.replace(rows_out=None)
+    return finish_parts(merged, plan, summaries, results, started, facts)

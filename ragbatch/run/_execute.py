@@ -20,7 +20,7 @@ from ragbatch.run._calls import CallLog
 from ragbatch.run._factory import Parts
 from ragbatch.run._progress import Progress, Snapshot
 from ragbatch.run._runner import RunConfig, run_stream
-from ragbatch.run._shards import shard_of
+from ragbatch.run._shards import part_rows, shard_pairs
 from ragbatch.run._stop import RunCanceller
 
 
@@ -43,7 +43,8 @@ class Collector:
         o = parts.options
         self.outcomes = outcomes
         self.rows_out = rows_out
-        self.keep_outcomes = o.scale.shard is not None
+        # a shard's partial holds its outcomes; a planned part sends its summary, keeps none
+        self.keep_outcomes = o.scale.shard is not None and part_rows(parts.reader) is None
         self.keep_texts = o.output.html is not None  # the HTML view shows questions, answers
 
     def __call__(self, outcome: RowOutcome) -> None:
@@ -126,12 +127,7 @@ class Execution:
         )
 
     async def stream(self) -> None:
-        shard = self.parts.options.scale.shard_of
-        pairs = (
-            (index, row)
-            for index, row in enumerate(self.parts.reader)
-            if shard is None or shard_of(row.id, shard[1]) == shard[0]
-        )
+        pairs = shard_pairs(self.parts.reader, self.parts.options.scale.shard_of)
         on_row = self.progress.on_row if self.progress is not None else None
         p = self.parts
         await run_stream(pairs, p.provider, p.baseline, self.run_config, self.collect, on_row)

@@ -58,7 +58,7 @@ from ragbatch.run._options import RunOptions, check_options
 from ragbatch.run._preflight import check_outputs, check_slice_fields, option_warnings
 from ragbatch.run._progress import count_lines
 from ragbatch.run._runner import ClaimConfig
-from ragbatch.run._shards import count_shard_rows
+from ragbatch.run._shards import count_shard_rows, part_rows
 
 
 def load_pricing(path: Path) -> PricingSnapshot:
@@ -277,15 +277,15 @@ def open_reader(o: RunOptions) -> RowSource:
     )
 
 
-def row_counts(o: RunOptions) -> tuple[int | None, int | None]:
+def row_counts(o: RunOptions, reader: RowSource) -> tuple[int | None, int | None]:
     """(the progress total, the rows of a JSONL file): a file's non-blank lines (a trace
-    export has several lines a row); a shard counts its own rows."""
+    export has several lines a row); a shard counts its own rows, a planned part knows them."""
     i, shard = o.input, o.scale.shard_of
     by_lines = i.source is None and i.format not in ("openinference", "langfuse")
     total = count_lines(str(i.dataset)) if by_lines else None
     if shard is not None:
         jsonl = i.format == "jsonl" and i.source is None and o.display.progress != "none"
-        total = count_shard_rows(i.dataset, shard) if jsonl else None
+        total = count_shard_rows(i.dataset, shard) if jsonl else part_rows(reader)
     # a JSONL file's non-blank lines are its rows (any other line fails the run)
     return total, total if i.format == "jsonl" and shard is None else None
 
@@ -302,7 +302,7 @@ def build_parts(o: RunOptions, warn: Callable[[str], None]) -> Parts:
         warn(warning)
     baseline = make_baseline(o)
     reader = open_reader(o)
-    total, known_rows = row_counts(o)
+    total, known_rows = row_counts(o, reader)
     limit, rows_out = o.output.max_report_rows, o.output.rows_out
     if known_rows is not None and limit is not None and known_rows > limit and not rows_out:
         warn(

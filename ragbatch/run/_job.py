@@ -13,8 +13,9 @@
    views are built from what the run kept and committed together, only when the run ends
    with a report; any other end leaves every earlier file as it was.
 
-With ``--workers W`` (:func:`run`), :mod:`ragbatch.run._workers` runs :func:`run_job` on shard
-``k/W`` in each of W processes and merges their partials into the report one process writes.
+With ``--workers W`` (:func:`run`), :mod:`ragbatch.run._workers` runs :func:`run_job` on part
+``k/W`` in each of W processes and merges their summaries into the report one process writes;
+with ``--dask ADDRESS``, :mod:`ragbatch.run._cluster` runs the parts as tasks of a Dask cluster.
 """
 
 from __future__ import annotations
@@ -85,17 +86,22 @@ def run(
     warn: Callable[[str], None] = _ignore,
     canceller: RunCanceller | None = None,
 ) -> JobResult:
-    """The run the options describe, in one process or ``--workers`` processes (which stop
-    cleanly on SIGINT/SIGTERM, as one process does with ``canceller``); the entry of
-    ``ragbatch run`` and ``ragbatch.evaluate``."""
+    """The run the options describe, in one process, ``--workers`` processes (which stop
+    cleanly on SIGINT/SIGTERM, as one process does with ``canceller``) or the tasks of a
+    ``--dask`` cluster; the entry of ``ragbatch run`` and ``ragbatch.evaluate``."""
     check_options(options)
-    if options.scale.workers == 1:
-        return run_job(options, warn, canceller)
-    if options.input.source is not None:
-        raise ConfigError("workers > 1 needs the data as a file path")
-    from ragbatch.run._workers import run_workers  # it runs run_job in each process
+    if options.scale.dask is not None:
+        from ragbatch.run._cluster import run_on_cluster  # imports Dask only when asked
 
-    result = run_workers(options, options.scale.workers, warn)
+        result = run_on_cluster(options, options.scale.dask)
+    elif options.scale.workers == 1:
+        return run_job(options, warn, canceller)
+    elif options.input.source is not None:
+        raise ConfigError("workers > 1 needs the data as a file path")
+    else:
+        from ragbatch.run._workers import run_workers  # it runs run_job in each process
+
+        result = run_workers(options, options.scale.workers, warn)
     if result.texts is None:  # capped to one process: the run wrote its views itself
         return result
     staged = StagedFiles()

@@ -254,11 +254,13 @@ class MetricOptions:
 
 @dataclass(frozen=True)
 class ScaleOptions:
-    """Splitting a run: one shard of it here, or several processes on this machine."""
+    """Splitting a run: one shard of it here, several processes on this machine, or the tasks
+    of a Dask cluster."""
 
     shard: str | None = option(None, "Evaluate only shard K/N (rows by hash of id); needs --partial-out.")  # fmt: skip
     partial_out: Path | None = option(None, "Where a shard writes its partial result.")
     workers: int = option(1, "Processes on this machine (shards merged at the end).", min=1)
+    dask: str | None = option(None, "Run on a Dask cluster: tcp://HOST:8786, or local:N worker processes.")  # fmt: skip
 
     @property
     def shard_of(self) -> tuple[int, int] | None:
@@ -347,7 +349,7 @@ HELP_ORDER = [
     "judge_model", "judge_api_key", "policy", "markdown", "html", "ignore_unknown_fields",
     "groundedness", "claim_evidence", "claim_extractor", "slice_by", "k", "rows_out",
     "max_report_rows", "progress_interval", "max_cost", "shard", "partial_out", "workers",
-    "run_record", "quiet",
+    "run_record", "quiet", "dask",
 ]
 # fmt: on
 
@@ -385,5 +387,11 @@ def check_options(o: RunOptions) -> None:
         )
     if o.scale.workers > 1 and o.scale.shard is not None:
         raise ConfigError("--workers and --shard cannot be used together")
+    if o.scale.dask is not None and o.scale.shard is not None:
+        raise ConfigError("--dask and --shard cannot be used together: --dask makes its own parts")
+    if o.scale.dask is not None and o.scale.workers > 1:
+        raise ConfigError(
+            "--dask and --workers cannot be used together: the cluster's workers run the parts"
+        )
     if o.scale.shard is not None and o.scale.partial_out is None:
         raise ConfigError("--shard needs --partial-out PATH (merge partials with ragbatch merge)")

@@ -11,7 +11,6 @@ every temporary file is removed and the files under their names stay exactly as 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from ragbatch.run._config import JobResult
 from ragbatch.run._execute import Outcomes
 from ragbatch.run._factory import Parts
 from ragbatch.run._options import RunOptions
-from ragbatch.run._shards import write_partial
+from ragbatch.run._shards import write_shard
 
 
 class StagedFiles:
@@ -108,8 +107,8 @@ def write_outputs(
         warn(offline)
     shard = o.scale.shard_of
     if shard is not None and o.scale.partial_out is not None:
-        info = dataclasses.replace(parts.info, dataset_sha256=parts.reader.sha256)
-        write_partial(o.scale.partial_out, shard, parts.reader.rows, info, kept.kept)
+        reader, partial = parts.reader, o.scale.partial_out
+        write_shard(partial, shard, reader, parts.info, kept.kept, kept.builder, kept.calls)
     elif o.output.out is not None:
         staged.add(o.output.out, data)
     write_views(staged, report, kept.texts, o)

@@ -15,17 +15,20 @@ as a single run, so the merged report is byte-identical to a single-process repo
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ragbatch._files import atomic_file
-from ragbatch.core import ConfigError, DatasetError, RowOutcome
+from ragbatch.core import ConfigError, DatasetError, Row, RowOutcome
 from ragbatch.data import scan_lines
-from ragbatch.report import RunInfo
+from ragbatch.report import ReportBuilder, RunInfo
+from ragbatch.run._calls import CallLog
+from ragbatch.run._summary import PartSummary, write_summary
 
 PARTIAL_VERSION = 1
 _OUTCOME = TypeAdapter(RowOutcome)
@@ -48,6 +51,44 @@ def shard_of(row_id: str, shards: int) -> int:
     """The 1-based shard of a row id among ``shards``."""
     digest = hashlib.sha256(row_id.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % shards + 1
+
+
+def shard_pairs(reader: Iterable[Row], shard: tuple[int, int] | None) -> Iterator[tuple[int, Row]]:
+    """(input index, row) of the rows a job evaluates: a planned part's own rows (it reads
+    only those, see :mod:`ragbatch.run._split`), else the rows of ``shard`` (K, N) or all."""
+    pairs = getattr(reader, "pairs", None)
+    if pairs is not None:
+        planned: Iterator[tuple[int, Row]] = pairs()
+        return planned
+    return (
+        (index, row)
+        for index, row in enumerate(reader)
+        if shard is None or shard_of(row.id, shard[1]) == shard[0]
+    )
+
+
+def part_rows(reader: object) -> int | None:
+    """The rows of a planned part (its progress total), None for any other reader."""
+    rows = getattr(reader, "part_rows", None)
+    return rows if isinstance(rows, int) else None
+
+
+def write_shard(
+    path: Path,
+    shard: tuple[int, int],
+    reader: Any,
+    info: RunInfo,
+    outcomes: Sequence[RowOutcome],
+    builder: ReportBuilder,
+    calls: CallLog,
+) -> None:
+    """A shard's result: a planned part's summary (merged in order by the parent, see
+    :mod:`ragbatch.run._summary`), else the partial file of its outcomes."""
+    if part_rows(reader) is not None:
+        write_summary(path, PartSummary(builder, calls, reader.ids, reader.texts))
+    else:
+        info = replace(info, dataset_sha256=reader.sha256)
+        write_partial(path, shard, reader.rows, info, outcomes)
 
 
 def count_shard_rows(path: Path, shard: tuple[int, int]) -> int | None:

@@ -11,6 +11,7 @@ the calls that were in flight; :func:`interrupted_message` says which case a run
 from __future__ import annotations
 
 import os
+import select
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -85,8 +86,22 @@ class RunCanceller:
                 return
 
     async def _parent(self, scope: CancelScope, parent_pid: int) -> None:
-        # reparented (to init or a subreaper) once the parent is gone: getppid() changes
-        while os.getppid() == parent_pid:
+        alive = parent_watch(parent_pid)
+        while alive():
             await anyio.sleep(self.poll_s)
         self.orphaned = True
         scope.cancel()
+
+
+def parent_watch(parent_pid: int) -> Callable[[], bool]:
+    """A check that process ``parent_pid`` still runs. A worker forked by multiprocessing's
+    fork server is not the run's child, so its own parent says nothing: a pidfd of the run's
+    process (Linux) turns readable when that process exits, whoever its children are. Without
+    pidfds, a direct child is reparented (to init or a subreaper) when its parent goes."""
+    try:
+        fd = os.pidfd_open(parent_pid)
+    except ProcessLookupError:
+        return lambda: False
+    except (AttributeError, OSError):
+        return lambda: os.getppid() == parent_pid
+    return lambda: not select.select([fd], [], [], 0)[0]

@@ -1,36 +1,44 @@
-"""Several processes on one machine: shard, run, merge (process I/O; no evaluation logic).
+"""Several processes on one machine: split, run, merge (process I/O; no evaluation logic).
 
-``--workers W`` starts W processes (spawned, so each has its own interpreter and core), each
-evaluating shard k/W with 1/W of the concurrency and of the rate budgets, all sharing the
-cache directory (diskcache is safe across processes). The partial results are merged with
-the same code as ``ragbatch merge``, so the report equals a single-process report; each worker's
-``--rows-out`` goes to its own file, interleaved back into input order at the end.
+``--workers W`` starts W processes (forked from a one-thread parent, else from a fork server:
+no interpreter start each), each with 1/W of the concurrency and of every budget, all sharing
+the cache directory (diskcache is safe across processes). For a JSONL file each worker reads,
+parses and summarizes only its own consecutive rows (:mod:`ragbatch.run._split`) and the
+parent merges the summaries in order (:mod:`ragbatch.run._summary`) and concatenates the
+``--rows-out`` parts; other formats run shard k/W by hash of id and merge partials with the
+code of ``ragbatch merge``. Either way the report equals a single-process report.
 
-Workers never outlive their run: SIGINT/SIGTERM of the parent is passed on to them as SIGTERM
-(each stops sending and closes the cache), and a worker whose parent is killed outright
-(``kill -9``) notices within a fraction of a second and stops the same way.
+Workers never outlive their run: on SIGINT/SIGTERM the parent ends them itself (SIGTERM, then
+SIGKILL after a grace period; each stops sending and closes the cache), and a worker whose
+parent is killed outright (``kill -9``) notices within a fraction of a second and stops the
+same way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import gc
 import math
 import multiprocessing
 import os
+import shutil
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ragbatch._files import write_bytes
+from ragbatch._files import atomic_file, write_bytes
 from ragbatch.core import EXIT_ABORTED, Interrupted, RagbatchError
 from ragbatch.data import open_dataset
-from ragbatch.report import RowsWriter, merge_rows, report_bytes, summarize
+from ragbatch.report import Report, RowsWriter, merge_rows, report_bytes, summarize
 from ragbatch.run._calls import failures_of
 from ragbatch.run._config import JobResult
 from ragbatch.run._factory import jev_settings, load_pricing, spend_limit
@@ -39,17 +47,21 @@ from ragbatch.run._options import RunOptions
 from ragbatch.run._preflight import check_outputs, check_slice_fields, option_warnings
 from ragbatch.run._progress import count_lines
 from ragbatch.run._shards import merge_partials, shard_of
+from ragbatch.run._split import RowPlan, check_duplicate_ids, part_source, plan_rows
 from ragbatch.run._stop import SIGNALS, RunCanceller, interrupted_message
+from ragbatch.run._summary import merge_summaries, read_summary
 
 
 def shard_config(
     config: RunOptions, k: int, workers: int, partial: Path, rows: Path | None = None
 ) -> RunOptions:
-    """The options of worker k: its shard, its own files and its share of every budget."""
-    rate = config.rate
+    """The options of worker k: its shard, its own files and its share of every budget
+    (concurrency, --max-rps, --max-tokens-per-s, --max-cost), so their sum stays the run's."""
+    rate, max_cost = config.rate, config.limits.max_cost
     return config.replace(
         shard=f"{k}/{workers}",
         workers=1,
+        dask=None,
         partial_out=partial,
         rows_out=rows,
         out=None,
@@ -60,6 +72,8 @@ def shard_config(
         concurrency=max(1, math.ceil(rate.concurrency / workers)),
         max_rps=rate.max_rps / workers if rate.max_rps else None,
         max_tokens_per_s=rate.max_tokens_per_s / workers if rate.max_tokens_per_s else None,
+        # each part reserves against its share: the parts together never pass the limit
+        max_cost=max_cost / workers if max_cost is not None else None,
     )
 
 
@@ -82,6 +96,15 @@ def run_shard_task(config: RunOptions, stop: RunCanceller | None = None) -> dict
     }
 
 
+def raise_shard_error(results: list[dict[str, Any]]) -> None:
+    """Raise the first shard's error, if any shard failed."""
+    for k, done in enumerate(results, start=1):
+        if "error" in done:
+            error = RagbatchError(f"shard {k}/{len(results)}: {done['error']}")
+            error.exit_code = done["exitCode"]
+            raise error
+
+
 def finish(
     config: RunOptions,
     partials: list[Path],
@@ -92,33 +115,73 @@ def finish(
 ) -> JobResult:
     """Raise a shard's error, else merge the partials and write the report (and run record);
     with ``row_files`` (each shard's --rows-out), merge those into ``config.rows_out`` too."""
-    for k, done in enumerate(results, start=1):
-        if "error" in done:
-            error = RagbatchError(f"shard {k}/{len(results)}: {done['error']}")
-            error.exit_code = done["exitCode"]
-            raise error
+    raise_shard_error(results)
     info, outcomes = merge_partials(partials)
-    if config.output.rows_out is not None and row_files is not None:
+    rows_out = config.output.rows_out
+    if rows_out is not None and row_files is not None:
         shards = len(row_files)
-        merge_rows(
-            config.output.rows_out, row_files, (shard_of(o.row.id, shards) - 1 for o in outcomes)
-        )
+        merge_rows(rows_out, row_files, (shard_of(o.row.id, shards) - 1 for o in outcomes))
     # the shards skipped their own rows[]; the merged report follows the caller's limit
     report = summarize(outcomes, replace(info, max_report_rows=config.output.max_report_rows))
+    record = {"failuresByKind": failures_of(outcomes)}
+    html = config.output.html is not None  # the HTML view shows questions and answers
+    texts = {o.row.id: (o.row.question, o.row.answer) for o in outcomes if html}
+    facts = {**facts, **record, "shardRuns": results}
+    return write_merged(config, report, started, facts, texts)
+
+
+def finish_parts(
+    config: RunOptions,
+    plan: RowPlan,
+    summaries: list[bytes],
+    results: list[dict[str, Any]],
+    started: float,
+    facts: dict[str, Any],
+    row_files: list[Path] | None = None,
+) -> JobResult:
+    """Raise a part's error, else merge the parts' summaries in input order, concatenate
+    their rows files into ``config.rows_out`` and write the report (and run record)."""
+    raise_shard_error(results)
+    limit = config.output.max_report_rows
+    whole = merge_summaries([read_summary(data) for data in summaries], limit)
+    check_duplicate_ids([whole.ids], plan)
+    if config.output.rows_out is not None and row_files is not None:
+        concatenate(row_files, config.output.rows_out)
+    report = whole.builder.report(dataset_sha256=plan.sha256)
+    record = {"failuresByKind": whole.calls.failures.record()}
+    facts = {**facts, **record, "shardRuns": results}
+    return write_merged(config, report, started, facts, whole.texts)
+
+
+def concatenate(parts: list[Path], target: Path) -> None:
+    """``parts`` one after the other into ``target`` (atomically)."""
+    with atomic_file(target, RowsWriter.SUFFIX) as out:
+        for part in parts:
+            with part.open("rb") as handle:
+                shutil.copyfileobj(handle, out)
+
+
+def write_merged(
+    config: RunOptions,
+    report: Report,
+    started: float,
+    facts: dict[str, Any],
+    texts: dict[str, tuple[str, str]],
+) -> JobResult:
+    """Write the merged report and the run record (rows, wall, ``facts``); the views are
+    written by the caller from the result's ``texts`` (each row's question and answer)."""
     data = report_bytes(report)
     if config.output.out is not None:
         write_bytes(config.output.out, data)
     wall = time.perf_counter() - started
-    rate = len(outcomes) / wall if wall > 0 else 0.0
-    record = {"rows": len(outcomes), "wallSeconds": wall, "rowsPerSecond": rate, **facts}
-    record["failuresByKind"] = failures_of(outcomes)
-    record["shardRuns"] = results
+    if "mergeStarted" in facts:
+        facts = {**facts, "mergeSeconds": time.perf_counter() - facts.pop("mergeStarted")}
+    rows = report.dataset.rows
+    rate = rows / wall if wall > 0 else 0.0
+    record = {"rows": rows, "wallSeconds": wall, "rowsPerSecond": rate, **facts}
     if config.output.run_record is not None:
-        write_bytes(
-            config.output.run_record, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n"
-        )
-    html = config.output.html is not None  # the HTML view shows questions and answers
-    texts = {o.row.id: (o.row.question, o.row.answer) for o in outcomes if html}
+        data_record = orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n"
+        write_bytes(config.output.run_record, data_record)
     return JobResult(report, data, wall, rate, record, texts)
 
 
@@ -132,9 +195,11 @@ def worker_main(config: RunOptions, parent_pid: int, result: Path) -> None:
     """A worker process: run one shard and leave its outcome in ``result`` for the parent.
 
     Ctrl-C reaches the whole process group; only the parent acts on it (it sends each worker
-    SIGTERM), so the workers ignore SIGINT. A worker whose parent dies stops by itself.
+    SIGTERM), so the workers ignore SIGINT. A worker whose parent dies stops by itself
+    (:func:`ragbatch.run._stop.parent_watch`).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, if forked
     stop = RunCanceller(signals=(signal.SIGTERM,), parent_pid=parent_pid)
     done = run_shard_task(config, stop)
     if not stop.orphaned:
@@ -156,53 +221,85 @@ def _lost(exitcode: int | None) -> dict[str, Any]:
     return {"error": message, "exitCode": 1}
 
 
-def run_processes(configs: list[RunOptions], results: list[Path]) -> list[dict[str, Any]]:
-    """Start one spawned process per config and wait for all of them.
+GRACE_S = 5.0  # a signalled worker closes its cache and exits; past this it is killed
 
-    On SIGINT or SIGTERM the parent sends every worker SIGTERM (each stops sending, closes the
-    cache and exits), waits for them and raises :class:`Interrupted`.
+
+def worker_context() -> multiprocessing.context.BaseContext:
+    """How workers start without importing everything again (as a spawned one would: about
+    0.4 s of CPU each): forked from this process when it runs one thread (the CLI), else from
+    a fork server that imported the job code once (a fresh interpreter: forking a process
+    with other threads running could copy a lock one of them holds, and a child forked inside
+    a running event loop could not start its own)."""
+    if threading.active_count() == 1 and not in_event_loop():
+        return multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
+def in_event_loop() -> bool:
+    """Whether this thread is inside a running asyncio loop (the Python API's)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def end_processes(processes: list[BaseProcess], grace_s: float = GRACE_S) -> None:
+    """Send every started worker SIGTERM, wait up to ``grace_s`` for all of them, then kill
+    the ones left: nothing the run started outlives it."""
+    started = [p for p in processes if p.pid is not None]
+    for process in started:
+        if process.exitcode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGTERM)  # type: ignore[arg-type]
+    deadline = time.monotonic() + grace_s
+    for process in started:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in started:
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+
+
+def run_processes(configs: list[RunOptions], results: list[Path]) -> list[dict[str, Any]]:
+    """Start one worker process per config and wait for all of them.
+
+    On SIGINT or SIGTERM the parent ends every worker itself (:func:`end_processes`: SIGTERM,
+    then SIGKILL after a grace period), even one still starting, and raises
+    :class:`Interrupted`.
     """
-    context = multiprocessing.get_context("spawn")
-    processes = [
-        context.Process(
-            target=worker_main,
-            args=(c, os.getpid(), r),
-            name=f"ragbatch-worker-{k}",
-        )
+    context: Any = worker_context()
+    processes: list[BaseProcess] = [
+        context.Process(target=worker_main, args=(c, os.getpid(), r), name=f"ragbatch-worker-{k}")
         for k, (c, r) in enumerate(zip(configs, results, strict=True), start=1)
     ]
     received: list[int] = []
-    signalled: set[int] = set()
-
-    def stop_workers() -> None:
-        for process in processes:
-            if process.pid is not None and process.pid not in signalled:
-                signalled.add(process.pid)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(process.pid, signal.SIGTERM)
 
     def on_signal(signum: int, frame: object) -> None:
         received.append(signum)
-        stop_workers()
+        raise _Stop
 
     previous = {s: signal.signal(s, on_signal) for s in SIGNALS}
+    # a forked worker's garbage collector would otherwise walk (and so copy, page by page)
+    # every object the parent had: frozen, they are left alone
+    gc.freeze()
     try:
         for process in processes:
-            if received:
-                break
             process.start()
-        if received:  # a signal during start-up may have missed the last one started
-            stop_workers()
+        gc.unfreeze()
         for process in processes:
-            if process.pid is not None:
-                process.join()
-    except BaseException:  # the parent failed: its workers must not go on without it
-        stop_workers()
-        for process in processes:
-            if process.pid is not None:
-                process.join()
-        raise
+            process.join()
+    except BaseException:  # a signal, or the parent failed: its workers must not go on
+        # no second signal may cut the clean-up short
+        for signum in SIGNALS:
+            signal.signal(signum, lambda n, f: received.append(n))
+        end_processes(processes)
+        if not received:
+            raise
     finally:
+        gc.unfreeze()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     if received:
@@ -215,6 +312,17 @@ def run_processes(configs: list[RunOptions], results: list[Path]) -> list[dict[s
     ]
 
 
+class _Stop(Exception):
+    """Raised in the parent by a signal, to leave the wait for its workers at once."""
+
+
+def part_table_limit(config: RunOptions, plan: RowPlan) -> int | None:
+    """A part's --max-report-rows: the run's when the whole keeps its rows[] table, else 0
+    (no part builds or sends a table the merge would drop)."""
+    limit = config.output.max_report_rows
+    return limit if limit is None or plan.rows <= limit else 0
+
+
 def available_cores() -> int:
     """The CPUs this process may run on."""
     try:
@@ -223,10 +331,12 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def dataset_rows(config: RunOptions) -> int | None:
-    """Rows in the dataset (a JSONL file's non-blank lines; other formats are read), or None
-    when unknown (the run itself reports a bad file)."""
+def dataset_rows(config: RunOptions, plan: RowPlan | None) -> int | None:
+    """Rows in the dataset (planned for a JSONL file; other formats are read), or None when
+    unknown (the run itself reports a bad file)."""
     i = config.input
+    if plan is not None:
+        return plan.rows
     if i.source is not None:
         return None
     if i.format == "jsonl":
@@ -241,10 +351,12 @@ def dataset_rows(config: RunOptions) -> int | None:
     return sum(1 for _ in reader)
 
 
-def cap_workers(config: RunOptions, workers: int, warn: Callable[[str], None]) -> int:
+def cap_workers(
+    config: RunOptions, workers: int, warn: Callable[[str], None], plan: RowPlan | None = None
+) -> int:
     """``workers``, at most one per row and one per core; ``warn`` says when it was capped
     (each process costs an interpreter start, and more than the cores only share them)."""
-    rows, cores = dataset_rows(config), available_cores()
+    rows, cores = dataset_rows(config, plan), available_cores()
     limits = [(cores, f"{cores} core" + "s" * (cores != 1))]
     if rows is not None:
         limits.insert(0, (max(rows, 1), f"{rows} row" + "s" * (rows != 1)))
@@ -267,7 +379,10 @@ def run_workers(
     check_outputs(config)  # refused here, before any worker starts
     spend_limit(config, load_pricing(config.policy.pricing))
     say = warn or (lambda _: None)
-    workers = cap_workers(config, workers, say)
+    i = config.input
+    jsonl = i.format == "jsonl" and i.source is None
+    plan = plan_rows(i.dataset) if jsonl else None  # one read of the file, no parsing
+    workers = cap_workers(config, workers, say, plan)
     if workers == 1:
         return run_job(config, say, RunCanceller())
     jev_settings(config)  # a key that cannot be sent is refused before any worker starts
@@ -289,9 +404,24 @@ def run_workers(
             shard_config(config, k, workers, partials[k - 1], rows[k - 1] if rows else None)
             for k in shards
         ]
+        if plan is not None:  # each worker reads, parses and summarizes only its own rows
+            ignore, html = i.ignore_unknown_fields, config.output.html is not None
+            configs = [
+                c.replace(
+                    source=part_source(plan, k, workers, ignore_unknown=ignore, keep_texts=html),
+                    max_report_rows=part_table_limit(config, plan),
+                )
+                for k, c in zip(shards, configs, strict=True)
+            ]
         try:
             results = run_processes(configs, [Path(tmp) / f"result-{k}.json" for k in shards])
-            return finish(config, partials, results, started, {"workers": workers}, rows)
+            # the parent's serial part: from the last worker's end to the report written
+            facts: dict[str, Any] = {"workers": workers, "mergeStarted": time.perf_counter()}
+            if plan is None:
+                return finish(config, partials, results, started, facts, rows)
+            raise_shard_error(results)
+            summaries = [path.read_bytes() for path in partials]
+            return finish_parts(config, plan, summaries, results, started, facts, rows)
         finally:
             for path in rows or ():  # a killed worker leaves its rows unfinished
                 path.unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +41,7 @@ def test_missing_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch, tmp_pa
     with pytest.raises(ConfigError, match=r"pip install 'ragbatch\[dask\]'"), local_cluster(1):
         pass
     with pytest.raises(ConfigError, match="the 'dask' extra"):
-        run_on_dask(RunOptions.of(quiet=True), 2, None, tmp_path)  # type: ignore[arg-type]
+        run_on_dask(RunOptions.of(quiet=True), 2, None)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -58,57 +59,71 @@ def test_dask_report_equals_single_run(client: Client, tmp_path: Path) -> None:
         RunOptions.of(quiet=True, dataset=DATASET, pricing=PRICING, out=tmp_path / "single.json")
     )
     config = RunOptions.of(quiet=True, dataset=DATASET, pricing=PRICING, out=tmp_path / "dask.json")
-    result = run_on_dask(config, 2, client, tmp_path / "caches")
+    result = run_on_dask(config, 2, client)
     assert result.report_bytes == single.report_bytes
     assert (tmp_path / "dask.json").read_bytes() == (tmp_path / "single.json").read_bytes()
     assert sum(run["rows"] for run in result.record["shardRuns"]) == 48
 
 
+@pytest.fixture(scope="module")
+def apart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Client, Path]]:
+    """Two workers that share no directory with the client: their working directory, temp
+    directory and local directory are their own (as on another machine)."""
+    dd = pytest.importorskip("distributed")
+    own = tmp_path_factory.mktemp("workers-own")
+    with (
+        dd.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address=None, local_directory=str(own),
+        ) as cluster,
+        dd.Client(cluster) as client,
+    ):  # fmt: skip
+        client.run(_elsewhere, str(own))
+        yield client, own
+
+
+def _elsewhere(own: str) -> None:
+    import os
+    import tempfile
+
+    os.chdir(own)
+    os.environ["TMPDIR"] = own
+    tempfile.tempdir = own
+
+
 @pytest.mark.timeout(120)
-def test_worker_caches_merge_into_an_offline_replay(client: Client, tmp_path: Path) -> None:
-    caches = tmp_path / "caches"
+def test_no_shared_disk_results_and_cache_entries_come_back_through_dask(
+    apart: tuple[Client, Path], tmp_path: Path
+) -> None:
+    client, own = apart
+    cache, rows = tmp_path / "client-cache", tmp_path / "rows.jsonl"
     with JevServer(api_key=JEV_KEY) as server:
         live = RunOptions.of(
-            quiet=True,
-            dataset=DATASET,
-            pricing=PRICING,
-            out=tmp_path / "dask.json",
-            provider="jev",
-            model="jev-1.13.0",
-            base_url=server.base_url,
-            api_key=JEV_KEY,
-            concurrency=8,
-        )
-        result = run_on_dask(live, 2, client, caches)
-        fetched = server.successful
-        assert fetched == 48
-        parts = [caches / "worker-1", caches / "worker-2"]
-        keys = [set(_keys(part)) for part in parts]
-        assert keys[0] and keys[1] and not keys[0] & keys[1]
-        assert len(keys[0]) + len(keys[1]) == fetched
+            quiet=True, dataset=DATASET, pricing=PRICING, out=tmp_path / "dask.json", provider="jev",
+            model="jev-1.13.0", base_url=server.base_url, api_key=JEV_KEY, concurrency=8,
+            cache_dir=cache, rows_out=rows,
+        )  # fmt: skip
+        result = run_on_dask(live, 3, client)
+        assert server.successful == 48
+        assert len(_keys(cache)) == 48  # every new entry came back and is in the client's cache
+        assert sum(run["rows"] for run in result.record["shardRuns"]) == 48
+        # nothing of the run is left on the workers' side
+        assert not [p for p in own.rglob("ragbatch-*")]
 
-        merged = tmp_path / "merged"
-        stats = merge_caches(parts, merged)
-        assert stats == MergeStats(2, fetched, fetched, 0)
-        assert set(_keys(merged)) == keys[0] | keys[1]
-
+        # a rerun on the cluster resumes from the client's cache: no new request
         requests = server.requests_total
+        again = run_on_dask(live.replace(out=tmp_path / "again.json"), 3, client)
+        assert server.requests_total == requests
+        assert again.report_bytes == result.report_bytes
+
+        offline = dict(offline=True, cache_dir=cache, base_url=server.base_url)
         replay = run_job(
-            RunOptions.of(
-                quiet=True,
-                dataset=DATASET,
-                pricing=PRICING,
-                out=tmp_path / "replay.json",
-                provider="jev",
-                model="jev-1.13.0",
-                offline=True,
-                cache_dir=merged,
-            )
+            live.replace(out=tmp_path / "replay.json", rows_out=tmp_path / "r1.jsonl", **offline)
         )
         assert server.requests_total == requests  # zero new requests
     assert replay.record["cache"]["hits"] == 48
     assert replay.report_bytes == result.report_bytes
-    assert (tmp_path / "replay.json").read_bytes() == (tmp_path / "dask.json").read_bytes()
+    assert (tmp_path / "r1.jsonl").read_bytes() == rows.read_bytes()
 
 
 @pytest.mark.timeout(120)
@@ -116,8 +131,8 @@ def test_a_shard_error_comes_back_as_one_error_line(client: Client, tmp_path: Pa
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(DATASET.read_bytes().splitlines(keepends=True)[0] + b'{"id": 3}\n')
     config = RunOptions.of(quiet=True, dataset=bad, pricing=PRICING, out=tmp_path / "dask.json")
-    with pytest.raises(RagbatchError, match=r"^shard 1/2: .*bad\.jsonl:2: ") as caught:
-        run_on_dask(config, 2, client, tmp_path / "caches")
+    with pytest.raises(RagbatchError, match=r"^shard 2/2: .*bad\.jsonl:2: ") as caught:
+        run_on_dask(config, 2, client)
     assert caught.value.exit_code == 2  # a DatasetError, reported like the CLI would
     assert not (tmp_path / "dask.json").exists()
 
@@ -279,3 +294,36 @@ def test_merge_refuses_diskcache_values_that_are_not_ours(tmp_path: Path) -> Non
     with pytest.raises(CacheError, match="2 entries: 0 ok, 2 corrupt"):
         merge_caches([tmp_path / "src"], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(180)
+def test_the_cli_runs_on_a_local_cluster_with_the_same_bytes(tmp_path: Path) -> None:
+    common = [
+        sys.executable, "-m", "ragbatch", "run", str(DATASET), "--pricing", str(PRICING),
+        "--quiet", "--max-report-rows", "10",
+    ]  # fmt: skip
+    single = subprocess.run(
+        [*common, "--out", str(tmp_path / "s.json"), "--rows-out", str(tmp_path / "s.jsonl")],
+        capture_output=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert single.returncode == 0, single.stderr.decode()
+    dask = subprocess.run(
+        [*common, "--out", str(tmp_path / "d.json"), "--rows-out", str(tmp_path / "d.jsonl"),
+         "--dask", "local:2"],
+        capture_output=True, cwd=tmp_path, timeout=150,
+    )  # fmt: skip
+    assert dask.returncode == 0, dask.stderr.decode()
+    assert (tmp_path / "d.json").read_bytes() == (tmp_path / "s.json").read_bytes()
+    assert (tmp_path / "d.jsonl").read_bytes() == (tmp_path / "s.jsonl").read_bytes()
+
+
+def test_the_cli_names_a_bad_dask_address_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ragbatch", "run", str(DATASET), "--pricing", str(PRICING),
+         "--out", str(tmp_path / "r.json"), "--dask", "local:zero"],
+        capture_output=True, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.decode() == (
+        "error: --dask local:N needs N >= 1 worker processes, got 'local:zero'\n"
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tests.run.test_operations import DATASET, PRICING, cli, live
@@ -48,4 +49,20 @@ def test_a_reply_from_an_unpriced_release_is_charged_at_the_requested_price(
         "--max-cost", "0.0008",
     )  # fmt: skip
     assert code == 5, err
+    assert 0 < server.successful < 48
+
+
+def test_max_cost_holds_for_the_sum_of_the_workers(
+    start_jev_server: StartServer, tmp_path: Path
+) -> None:
+    # each worker spends against its share: all of them together stay under the limit
+    server = start_jev_server()
+    out = tmp_path / "r.json"
+    code, _, err = live(
+        server.base_url, tmp_path / "cache", out, "--model", "jev-1.13.0",
+        "--max-cost", "0.0008", "--workers", "2",
+    )  # fmt: skip
+    assert code == 5, err
+    spent = orjson.loads(out.read_bytes())["modes"]["jevOnly"]["cost"]["usd"]
+    assert 0 < spent <= 0.0008
     assert 0 < server.successful < 48

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
 import psutil
 import pytest
 from typer.testing import CliRunner
@@ -41,17 +43,25 @@ def test_workers_rows_out_equals_single_process_bytes(
     monkeypatch.setattr(worker_processes, "available_cores", lambda: 8)  # 3 on a 2-core machine
     single, multi = tmp_path / "single.jsonl", tmp_path / "multi.jsonl"
     common = ("run", str(DATASET), "--pricing", str(PRICING), "--quiet")
-    code, text = cli(*common, "--out", str(tmp_path / "s.json"), "--rows-out", str(single))
+    code, text = cli(
+        *common, "--out", str(tmp_path / "s.json"), "--rows-out", str(single),
+        "--html", str(tmp_path / "s.html"), "--markdown", str(tmp_path / "s.md"),
+    )  # fmt: skip
     assert code == 0, text
     code, text = cli(
         *common, "--workers", str(workers), "--out", str(tmp_path / "m.json"),
-        "--rows-out", str(multi),
+        "--rows-out", str(multi), "--html", str(tmp_path / "m.html"),
+        "--markdown", str(tmp_path / "m.md"),
     )  # fmt: skip
     assert code == 0, text
     assert len(multi.read_bytes().splitlines()) == ROWS
     assert multi.read_bytes() == single.read_bytes()
+    # the views of the merged report: the HTML shows each row's question and answer, which
+    # the workers read (the parent does not parse the rows)
+    for view in ("html", "md"):
+        assert (tmp_path / f"m.{view}").read_bytes() == (tmp_path / f"s.{view}").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "m.json", "multi.jsonl", "s.json", "single.jsonl"
+        "m.html", "m.json", "m.md", "multi.jsonl", "s.html", "s.json", "s.md", "single.jsonl"
     ]  # fmt: skip
 
 
@@ -159,15 +169,30 @@ def test_a_signal_stops_the_run_and_a_rerun_resumes(
 
 
 def workers_of(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
-    """The parent's worker processes (and multiprocessing's resource tracker)."""
+    """The parent's processes (multiprocessing's helpers, if any, and the workers), once both
+    workers run."""
     kids: list[psutil.Process] = []
 
     def started() -> bool:
         kids[:] = psutil.Process(proc.pid).children(recursive=True)
-        return len(kids) >= 2
+        return len(grandchildren(proc, kids)) >= 2
 
     wait_until(started, limit_s=60)
     return kids
+
+
+def grandchildren(
+    proc: subprocess.Popen[bytes], kids: list[psutil.Process]
+) -> list[psutil.Process]:
+    """The workers among ``kids``: forked by the run itself (not multiprocessing's resource
+    tracker or fork server), or by its fork server."""
+    found = []
+    for kid in kids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            helper = any(h in " ".join(kid.cmdline()) for h in ("resource_tracker", "forkserver"))
+            if kid.ppid() != proc.pid or not helper:
+                found.append(kid)
+    return found
 
 
 def test_killing_the_workers_parent_stops_its_workers(
@@ -227,8 +252,7 @@ def test_a_killed_worker_fails_the_run_with_4_and_leaves_no_files(
     proc = start(live_command(server, tmp_path, "--workers", "2"))
     try:
         wait_for(lambda: server.requests_total >= 4, proc, limit_s=60)
-        workers = [kid for kid in workers_of(proc) if "resource_tracker" not in kid.cmdline()[-1]]
-        victim = workers[0]
+        victim = grandchildren(proc, workers_of(proc))[0]
         victim.kill()
         _, err = proc.communicate(timeout=60)
     finally:
@@ -241,3 +265,47 @@ def test_a_killed_worker_fails_the_run_with_4_and_leaves_no_files(
     assert lines[0].endswith(": the worker was killed by SIGKILL; rerun to resume from the cache")
     assert list((tmp_path / "out").iterdir()) == []  # no report, no rows, no worker leftovers
     assert_resumes(server, tmp_path, "--workers", "2")
+
+
+def session_processes(sid: int) -> list[psutil.Process]:
+    """Every live (not zombie) process of session ``sid``."""
+    found = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            if os.getsid(process.pid) == sid and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+    return found
+
+
+def test_sigterm_early_in_a_workers_run_ends_every_process_of_the_run(
+    start_jev_server: StartServer, tmp_path: Path
+) -> None:
+    # 400 rows, 2 workers, concurrency 4, a 150 ms server; SIGTERM 3 s after the start,
+    # whatever the run is doing then (starting its workers, or sending)
+    rows = DATASET.read_bytes().splitlines()
+    dataset = tmp_path / "rows400.jsonl"
+    with dataset.open("wb") as handle:
+        for i in range(400):
+            row = orjson.loads(rows[i % len(rows)])
+            row["id"] = f"{row['id']}-{i}"
+            handle.write(orjson.dumps(row) + b"\n")
+    server = start_jev_server(latency_s=0.15)
+    command = live_command(server, tmp_path, "--workers", "2")
+    command[command.index(str(DATASET))] = str(dataset)
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        time.sleep(3.0)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        # the parent ended its workers and multiprocessing's helpers before it exited
+        wait_until(lambda: not session_processes(proc.pid), limit_s=3)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for left in session_processes(proc.pid):
+            left.kill()
+    assert proc.returncode == 143, err.decode()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # The front door: what other packages use (the modules behind it are private).
-from ragbatch.providers.cache._merge import merge_caches
+from ragbatch.providers.cache._merge import merge_caches, read_entries, store_entries
 from ragbatch.providers.cache._replies import (
     CachedProvider,
     CacheMode,
@@ -25,7 +25,9 @@ __all__ = [
     "decode_entry",
     "finish_interrupted_swap",
     "merge_caches",
+    "read_entries",
     "recorded_models",
     "repair_cache",
+    "store_entries",
     "verify_cache",
 ]

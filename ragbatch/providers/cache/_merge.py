@@ -14,6 +14,10 @@ read. A bad source leaves the target untouched:
    processes using the target meanwhile (a run, a second merge) wait for the commit rather
    than lose their writes to a swapped directory.
 
+:func:`read_entries` and :func:`store_entries` move entries as data instead, for Dask workers
+that do not see the client's disk (the client sends what it holds, and stores what they send
+back).
+
 A key already in the target is left as it is (the first source that holds a key wins, in the
 order given), so merging is deterministic and merging the same sources again copies nothing.
 A target entry that is itself corrupt is replaced by a verified one. No network.
@@ -127,3 +131,25 @@ def merge_caches(sources: Sequence[Path], target: Path) -> MergeStats:
         return _build_aside(sources, target)
     with _open_target(target) as out:
         return _copy(sources, out)
+
+
+def read_entries(directory: Path) -> list[tuple[str, bytes]]:
+    """Every intact entry of the cache in ``directory``, read-only (none when there is no
+    cache there); an entry that fails :func:`~ragbatch.providers.cache._verify.check_entry`
+    is left out."""
+    if not (directory / "cache.db").is_file():
+        return []
+    with scan_entries(directory) as entries:
+        return [(k, v) for status, k, v in entries if status == "ok" and v is not None]
+
+
+def store_entries(directory: Path, entries: Sequence[tuple[str, bytes]]) -> int:
+    """Store ``entries`` in the cache in ``directory`` (created if missing) in one
+    transaction: how many."""
+    if not entries:
+        return 0
+    store = open_store(directory)
+    try:
+        return store_batch(store, list(entries))
+    finally:
+        store.close()
