@@ -36,6 +36,7 @@ from ragbatch.compare._diff import (
     fmt,
     get_path,
     markdown_table,
+    report_rows,
     setup_changes,
 )
 from ragbatch.metrics import Out
@@ -195,8 +196,8 @@ PROBABILITIES: tuple[str, ...] = (
 
 
 def _rows(report: RowMap) -> list[RowMap]:
-    rows = report.get("rows")
-    return [r for r in rows if isinstance(r, Mapping)] if isinstance(rows, list) else []
+    # each quantity is named by its JSON path in the row (the names the Markdown shows)
+    return [row.json for row in report_rows(report)]
 
 
 def compare_quantity(

@@ -168,6 +168,10 @@ class RuleResult(Out):
     reason: str
 
 
+class RulePathError(ConfigError):
+    """A rule's path is in neither report (the CLI names the rules file it came from)."""
+
+
 class GateResult(Out):
     """All rule verdicts; ``passed`` is False when any rule is a ``fail``."""
 
@@ -187,10 +191,10 @@ def row_outcomes(report: Mapping[str, Any], row_path: str) -> dict[str, float]:
     ``cascade.diagnosis``) or for ``FIELD=VALUE``, else the number at row_path."""
     out: dict[str, float] = {}
     field, equals, wanted = row_path.partition("=")
-    for row_id, row in rows_by_id(report).items():
+    for row_id, (view, row) in rows_by_id(report).items():
         if row_path in DIAGNOSES:
-            if row.get("expected") is not None:  # a failed row has no diagnosis: wrong
-                out[row_id] = float(get_path(row, row_path) == row["expected"])
+            if view.expected is not None:  # a failed row has no diagnosis: wrong
+                out[row_id] = float(get_path(row, row_path) == view.expected)
             continue
         if equals:
             out[row_id] = float(str(get_path(row, field)) == wanted)
@@ -200,6 +204,13 @@ def row_outcomes(report: Mapping[str, Any], row_path: str) -> dict[str, float]:
         if number is not None:
             out[row_id] = number
     return out
+
+
+def _outcomes(report: Mapping[str, Any], row_path: str | None, which: str) -> dict[str, float]:
+    try:
+        return row_outcomes(report, row_path) if row_path else {}
+    except ConfigError as error:  # a row field of the wrong type: say which report
+        raise ConfigError(f"{which} report: {error}") from None
 
 
 def binomial_two_sided(worse: int, better: int) -> float:
@@ -240,7 +251,7 @@ def check_paths(
             else "no similar path exists; check the spelling against the report JSON"
         )
         named = f" (rule {rule.name!r})" if rule.name != rule.path else ""
-        raise ConfigError(f"rule path {rule.path}{named} is in neither report; {hint}")
+        raise RulePathError(f"rule path {rule.path}{named} is in neither report; {hint}")
 
 
 def _check(
@@ -264,8 +275,8 @@ def _check(
         return out.model_copy(
             update={"status": "pass", "reason": f"drop {drop:.4g} <= {rule.max_drop:g}"}
         )
-    after = row_outcomes(current, rule.row_path) if rule.row_path else {}
-    before = row_outcomes(baseline, rule.row_path) if rule.row_path else {}
+    after = _outcomes(current, rule.row_path, "current")
+    before = _outcomes(baseline, rule.row_path, "baseline")
     ids = [i for i in before if i in after]
     reason = f"drop {drop:.4g} > {rule.max_drop:g}"
     if not ids:
@@ -302,7 +313,9 @@ def gate(
 ) -> GateResult:
     """Check the default rules (a given rule on the same path replaces one) and ``rules``.
 
-    Raises ConfigError when a given rule's path is in neither report (:func:`check_paths`).
+    Raises :class:`RulePathError` when a given rule's path is in neither report
+    (:func:`check_paths`), ConfigError when a row the paired test reads has a field of the
+    wrong type for the report's models.
     """
     check_paths(rules, current, baseline)
     given = {rule.path: rule for rule in rules}

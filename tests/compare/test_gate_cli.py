@@ -125,6 +125,19 @@ def test_default_rules_fail_the_tighter_thresholds_run(tmp_path: Path) -> None:
     ) in lines
 
 
+def test_a_malformed_row_is_not_blamed_on_the_rules_file(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text('[{"path": "modes.jevOnly.classification.accuracy", "maxDrop": 0.02}]')
+    worse = regressed(orjson.loads(REPORT.read_bytes()), flips=30)
+    worse["modes"]["jevOnly"]["classification"]["accuracy"] -= 0.3
+    worse["rows"][0]["expected"] = 7  # a field of the wrong type for the report's models
+    current = write(tmp_path, "current.json", worse)
+    code, out, err = invoke("gate", str(current), "--baseline", str(REPORT), "--rules", str(rules))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: current report: row {worse['rows'][0]['id']}: expected: ")
+    assert str(rules) not in err and err.count("\n") == 1
+
+
 def test_a_rule_path_in_neither_report_exits_2(tmp_path: Path) -> None:
     rules = tmp_path / "rules.json"
     rules.write_text('[{"path": "modes.cascade.classification.acuracy", "maxDrop": 0.02}]')
