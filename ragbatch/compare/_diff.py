@@ -14,7 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from ragbatch.metrics import Out
-from ragbatch.report import report_view, row_view
+from ragbatch.report import Report, report_json, report_view, row_view
+
+# A report as the typed model or as the parsed JSON of its file (what a test or a script has).
+ReportData = Report | Mapping[str, Any]
 
 HEADLINE_PATHS: tuple[str, ...] = (
     "modes.jevOnly.classification.accuracy",
@@ -69,6 +72,12 @@ CHANGE_KINDS: dict[str, ChangeKind] = {
     "pricing.sha256": "pricing",
 }
 CHANGE_PATHS: tuple[str, ...] = tuple(CHANGE_KINDS)
+
+
+def as_json(report: ReportData) -> Mapping[str, Any]:
+    """The JSON the paths address: a typed report dumped once (as its file is written), parsed
+    JSON as it is."""
+    return report_json(report) if isinstance(report, Report) else report
 
 
 def get_path(data: Any, path: str) -> Any:
@@ -190,8 +199,9 @@ def setup_changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Change]:
     ]
 
 
-def diff_reports(a: Mapping[str, Any], b: Mapping[str, Any]) -> Diff:
+def diff_reports(a: ReportData, b: ReportData) -> Diff:
     """What changed from report ``a`` to report ``b`` (rows in ``a``'s order, then ``b``'s)."""
+    a, b = as_json(a), as_json(b)
     rows_a, rows_b = rows_by_id(a), rows_by_id(b)
     flips = (_flip(i, row.view, rows_b[i].view) for i, row in rows_a.items() if i in rows_b)
     deltas: list[Delta] = []

@@ -32,6 +32,8 @@ from typing import Any, Literal
 
 from ragbatch.compare._diff import (
     Change,
+    ReportData,
+    as_json,
     as_number,
     fmt,
     get_path,
@@ -235,8 +237,11 @@ def abstention_rate(
     )
 
 
-def distribution_drift(a: RowMap, b: RowMap, thresholds: Thresholds | None = None) -> DriftReport:
-    """Distribution drift from report ``a`` (baseline) to report ``b`` (parsed report JSON)."""
+def distribution_drift(
+    a: ReportData, b: ReportData, thresholds: Thresholds | None = None
+) -> DriftReport:
+    """Distribution drift from report ``a`` (baseline) to report ``b`` (typed or parsed JSON)."""
+    a, b = as_json(a), as_json(b)
     thresholds = thresholds or Thresholds()
     rows_a, rows_b = _rows(a), _rows(b)
     quantities: list[Quantity] = []

@@ -25,7 +25,15 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ragbatch.compare._diff import Diff as Diff  # the diff is part of this module's API too
-from ragbatch.compare._diff import as_number, fmt, get_path, markdown_table, rows_by_id
+from ragbatch.compare._diff import (
+    ReportData,
+    as_json,
+    as_number,
+    fmt,
+    get_path,
+    markdown_table,
+    rows_by_id,
+)
 from ragbatch.compare._diff import diff_markdown as diff_markdown
 from ragbatch.compare._diff import diff_reports as diff_reports
 from ragbatch.compare._inference_gate import CorrectedGate, corrected_junit_cases
@@ -186,12 +194,12 @@ class GateResult(Out):
         return 0 if self.passed else 1
 
 
-def row_outcomes(report: Mapping[str, Any], row_path: str) -> dict[str, float]:
+def row_outcomes(report: ReportData, row_path: str) -> dict[str, float]:
     """Per-row outcome by row id: 1/0 for a verdict == expected (``diagnosis``,
     ``cascade.diagnosis``) or for ``FIELD=VALUE``, else the number at row_path."""
     out: dict[str, float] = {}
     field, equals, wanted = row_path.partition("=")
-    for row_id, (view, row) in rows_by_id(report).items():
+    for row_id, (view, row) in rows_by_id(as_json(report)).items():
         if row_path in DIAGNOSES:
             if view.expected is not None:  # a failed row has no diagnosis: wrong
                 out[row_id] = float(get_path(row, row_path) == view.expected)
@@ -304,19 +312,21 @@ def _check(
 
 
 def gate(
-    current: Mapping[str, Any],
-    baseline: Mapping[str, Any],
+    current: ReportData,
+    baseline: ReportData,
     rules: Sequence[Rule] = (),
     *,
     defaults: bool = True,
     alpha: float = ALPHA,
 ) -> GateResult:
-    """Check the default rules (a given rule on the same path replaces one) and ``rules``.
+    """Check the default rules (a given rule on the same path replaces one) and ``rules``
+    on two reports, each typed (a :class:`ragbatch.report.Report`) or parsed JSON.
 
     Raises :class:`RulePathError` when a given rule's path is in neither report
     (:func:`check_paths`), ConfigError when a row the paired test reads has a field of the
     wrong type for the report's models.
     """
+    current, baseline = as_json(current), as_json(baseline)
     check_paths(rules, current, baseline)
     given = {rule.path: rule for rule in rules}
     merged = [given.pop(r.path, r) for r in DEFAULT_RULES] if defaults else []

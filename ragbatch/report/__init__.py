@@ -17,7 +17,14 @@ from ragbatch.report._builder import ROWS_IN_FILE, ROWS_NOT_KEPT, ReportBuilder,
 from ragbatch.report._export import DEFAULT_NAME, EXPORT_FORMATS, ExportFormat, export_rows
 from ragbatch.report._html import report_html, require_html_extra
 from ragbatch.report._markdown import report_markdown
-from ragbatch.report._models import DatasetInfo, Report, RowResult, report_bytes, report_schema
+from ragbatch.report._models import (
+    DatasetInfo,
+    Report,
+    RowResult,
+    report_bytes,
+    report_json,
+    report_schema,
+)
 from ragbatch.report._rows_out import RowsWriter, merge_rows
 from ragbatch.report._text import run_text, summary_text
 from ragbatch.report._views import (
@@ -49,6 +56,7 @@ __all__ = [
     "merge_rows",
     "report_bytes",
     "report_html",
+    "report_json",
     "report_markdown",
     "report_schema",
     "report_view",
