@@ -32,11 +32,11 @@ def report_data(report: ReportLike, what: str) -> Mapping[str, Any]:
     """A report as parsed JSON, whatever form it was given in; pytest.fail if unreadable."""
     import orjson
 
-    from ragbatch.report import Report
+    from ragbatch.report import Report, report_json
 
     report = getattr(report, "report", report)  # ragbatch.evaluate()'s result
     if isinstance(report, Report):
-        data: Any = orjson.loads(report.model_dump_json(by_alias=True, exclude_none=True))
+        data: Any = report_json(report)
     elif isinstance(report, str | PathLike):
         path, problem = Path(report), None
         try:

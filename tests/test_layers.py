@@ -42,6 +42,7 @@ PURE = [
     "ragbatch.report._markdown",
     "ragbatch.report._inference_view",
     "ragbatch.report._export",
+    "ragbatch.report._views",
     "ragbatch.providers._mock",
     "ragbatch.providers._baseline",
     "ragbatch.providers._lexical",

@@ -28,6 +28,7 @@ from ragbatch.compare import (
     DEFAULT_MAX_RISE,
     JEV_ONLY,
     CorrectedGate,
+    RulePathError,
     corrected_gate,
     corrected_markdown,
     gate,
@@ -249,7 +250,7 @@ def gate_command(
         reports = read_report(current), read_report(baseline)
         try:
             result = gate(*reports, extra, defaults=not no_default_rules, alpha=alpha)
-        except ConfigError as error:  # a rule path in neither report: name the rules file
+        except RulePathError as error:  # a rule path in neither report: name the rules file
             raise ConfigError(f"{rules}: {error}") from None
         text = gate_markdown(result)
         if labels is not None:

@@ -12,6 +12,7 @@ from ragbatch.compare._drift import distribution_drift, drift_markdown
 from ragbatch.compare._gate import (
     GateResult,
     Rule,
+    RulePathError,
     diff_markdown,
     diff_reports,
     gate,
@@ -33,6 +34,7 @@ __all__ = [
     "CorrectedGate",
     "GateResult",
     "Rule",
+    "RulePathError",
     "corrected_gate",
     "corrected_markdown",
     "diff_markdown",

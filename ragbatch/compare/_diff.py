@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ragbatch.metrics import Out
+from ragbatch.report import Report, report_json, report_view, row_view
+
+# A report as the typed model or as the parsed JSON of its file (what a test or a script has).
+ReportData = Report | Mapping[str, Any]
 
 HEADLINE_PATHS: tuple[str, ...] = (
     "modes.jevOnly.classification.accuracy",
@@ -70,6 +74,12 @@ CHANGE_KINDS: dict[str, ChangeKind] = {
 CHANGE_PATHS: tuple[str, ...] = tuple(CHANGE_KINDS)
 
 
+def as_json(report: ReportData) -> Mapping[str, Any]:
+    """The JSON the paths address: a typed report dumped once (as its file is written), parsed
+    JSON as it is."""
+    return report_json(report) if isinstance(report, Report) else report
+
+
 def get_path(data: Any, path: str) -> Any:
     """The value at a dotted path of parsed JSON, or None when any step is missing."""
     for part in path.split("."):
@@ -86,15 +96,23 @@ def as_number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def rows_by_id(report: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """The report's ``rows[]`` keyed by ``id``, in row order (rows without an id skipped)."""
-    rows = report.get("rows")
-    items = rows if isinstance(rows, list) else []
-    return {
-        row["id"]: row
-        for row in items
-        if isinstance(row, Mapping) and isinstance(row.get("id"), str)
-    }
+class Row(NamedTuple):
+    """A report row: its typed fields (a :data:`ragbatch.report.RowView`, the report models'
+    names and types) and its JSON, which the rules' row paths address."""
+
+    view: Any
+    json: Mapping[str, Any]
+
+
+def report_rows(report: Mapping[str, Any]) -> list[Row]:
+    """The report's ``rows[]`` read through the report's views, in row order; a field of the
+    wrong type is a ConfigError naming the row and the field."""
+    return [Row(row_view(raw), raw) for raw in report_view(report).rows]
+
+
+def rows_by_id(report: Mapping[str, Any]) -> dict[str, Row]:
+    """The report's rows keyed by ``id``, in row order (rows without an id skipped)."""
+    return {row.view.id: row for row in report_rows(report) if row.view.id is not None}
 
 
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
@@ -156,11 +174,12 @@ class Diff(Out):
     changes: list[Change]
 
 
-def _flip(row_id: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> Flip | None:
-    before, after = a.get("diagnosis"), b.get("diagnosis")
+def _flip(row_id: str, a: Any, b: Any) -> Flip | None:
+    before, after = a.diagnosis, b.diagnosis
     if before == after:
         return None
-    expected = b.get("expected", a.get("expected"))
+    # the later report's expectation when it states one (even null), else the earlier's
+    expected = b.expected if "expected" in b.model_fields_set else a.expected
     change: Literal["fixed", "broken", "changed"] = "changed"
     if expected is not None and after == expected:
         change = "fixed"
@@ -180,10 +199,11 @@ def setup_changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Change]:
     ]
 
 
-def diff_reports(a: Mapping[str, Any], b: Mapping[str, Any]) -> Diff:
+def diff_reports(a: ReportData, b: ReportData) -> Diff:
     """What changed from report ``a`` to report ``b`` (rows in ``a``'s order, then ``b``'s)."""
+    a, b = as_json(a), as_json(b)
     rows_a, rows_b = rows_by_id(a), rows_by_id(b)
-    flips = (_flip(i, row, rows_b[i]) for i, row in rows_a.items() if i in rows_b)
+    flips = (_flip(i, row.view, rows_b[i].view) for i, row in rows_a.items() if i in rows_b)
     deltas: list[Delta] = []
     for path in HEADLINE_PATHS:
         before, after = as_number(get_path(a, path)), as_number(get_path(b, path))

@@ -32,10 +32,13 @@ from typing import Any, Literal
 
 from ragbatch.compare._diff import (
     Change,
+    ReportData,
+    as_json,
     as_number,
     fmt,
     get_path,
     markdown_table,
+    report_rows,
     setup_changes,
 )
 from ragbatch.metrics import Out
@@ -195,8 +198,8 @@ PROBABILITIES: tuple[str, ...] = (
 
 
 def _rows(report: RowMap) -> list[RowMap]:
-    rows = report.get("rows")
-    return [r for r in rows if isinstance(r, Mapping)] if isinstance(rows, list) else []
+    # each quantity is named by its JSON path in the row (the names the Markdown shows)
+    return [row.json for row in report_rows(report)]
 
 
 def compare_quantity(
@@ -234,8 +237,11 @@ def abstention_rate(
     )
 
 
-def distribution_drift(a: RowMap, b: RowMap, thresholds: Thresholds | None = None) -> DriftReport:
-    """Distribution drift from report ``a`` (baseline) to report ``b`` (parsed report JSON)."""
+def distribution_drift(
+    a: ReportData, b: ReportData, thresholds: Thresholds | None = None
+) -> DriftReport:
+    """Distribution drift from report ``a`` (baseline) to report ``b`` (typed or parsed JSON)."""
+    a, b = as_json(a), as_json(b)
     thresholds = thresholds or Thresholds()
     rows_a, rows_b = _rows(a), _rows(b)
     quantities: list[Quantity] = []

@@ -25,7 +25,15 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ragbatch.compare._diff import Diff as Diff  # the diff is part of this module's API too
-from ragbatch.compare._diff import as_number, fmt, get_path, markdown_table, rows_by_id
+from ragbatch.compare._diff import (
+    ReportData,
+    as_json,
+    as_number,
+    fmt,
+    get_path,
+    markdown_table,
+    rows_by_id,
+)
 from ragbatch.compare._diff import diff_markdown as diff_markdown
 from ragbatch.compare._diff import diff_reports as diff_reports
 from ragbatch.compare._inference_gate import CorrectedGate, corrected_junit_cases
@@ -168,6 +176,10 @@ class RuleResult(Out):
     reason: str
 
 
+class RulePathError(ConfigError):
+    """A rule's path is in neither report (the CLI names the rules file it came from)."""
+
+
 class GateResult(Out):
     """All rule verdicts; ``passed`` is False when any rule is a ``fail``."""
 
@@ -182,15 +194,15 @@ class GateResult(Out):
         return 0 if self.passed else 1
 
 
-def row_outcomes(report: Mapping[str, Any], row_path: str) -> dict[str, float]:
+def row_outcomes(report: ReportData, row_path: str) -> dict[str, float]:
     """Per-row outcome by row id: 1/0 for a verdict == expected (``diagnosis``,
     ``cascade.diagnosis``) or for ``FIELD=VALUE``, else the number at row_path."""
     out: dict[str, float] = {}
     field, equals, wanted = row_path.partition("=")
-    for row_id, row in rows_by_id(report).items():
+    for row_id, (view, row) in rows_by_id(as_json(report)).items():
         if row_path in DIAGNOSES:
-            if row.get("expected") is not None:  # a failed row has no diagnosis: wrong
-                out[row_id] = float(get_path(row, row_path) == row["expected"])
+            if view.expected is not None:  # a failed row has no diagnosis: wrong
+                out[row_id] = float(get_path(row, row_path) == view.expected)
             continue
         if equals:
             out[row_id] = float(str(get_path(row, field)) == wanted)
@@ -200,6 +212,13 @@ def row_outcomes(report: Mapping[str, Any], row_path: str) -> dict[str, float]:
         if number is not None:
             out[row_id] = number
     return out
+
+
+def _outcomes(report: Mapping[str, Any], row_path: str | None, which: str) -> dict[str, float]:
+    try:
+        return row_outcomes(report, row_path) if row_path else {}
+    except ConfigError as error:  # a row field of the wrong type: say which report
+        raise ConfigError(f"{which} report: {error}") from None
 
 
 def binomial_two_sided(worse: int, better: int) -> float:
@@ -240,7 +259,7 @@ def check_paths(
             else "no similar path exists; check the spelling against the report JSON"
         )
         named = f" (rule {rule.name!r})" if rule.name != rule.path else ""
-        raise ConfigError(f"rule path {rule.path}{named} is in neither report; {hint}")
+        raise RulePathError(f"rule path {rule.path}{named} is in neither report; {hint}")
 
 
 def _check(
@@ -264,8 +283,8 @@ def _check(
         return out.model_copy(
             update={"status": "pass", "reason": f"drop {drop:.4g} <= {rule.max_drop:g}"}
         )
-    after = row_outcomes(current, rule.row_path) if rule.row_path else {}
-    before = row_outcomes(baseline, rule.row_path) if rule.row_path else {}
+    after = _outcomes(current, rule.row_path, "current")
+    before = _outcomes(baseline, rule.row_path, "baseline")
     ids = [i for i in before if i in after]
     reason = f"drop {drop:.4g} > {rule.max_drop:g}"
     if not ids:
@@ -293,17 +312,21 @@ def _check(
 
 
 def gate(
-    current: Mapping[str, Any],
-    baseline: Mapping[str, Any],
+    current: ReportData,
+    baseline: ReportData,
     rules: Sequence[Rule] = (),
     *,
     defaults: bool = True,
     alpha: float = ALPHA,
 ) -> GateResult:
-    """Check the default rules (a given rule on the same path replaces one) and ``rules``.
+    """Check the default rules (a given rule on the same path replaces one) and ``rules``
+    on two reports, each typed (a :class:`ragbatch.report.Report`) or parsed JSON.
 
-    Raises ConfigError when a given rule's path is in neither report (:func:`check_paths`).
+    Raises :class:`RulePathError` when a given rule's path is in neither report
+    (:func:`check_paths`), ConfigError when a row the paired test reads has a field of the
+    wrong type for the report's models.
     """
+    current, baseline = as_json(current), as_json(baseline)
     check_paths(rules, current, baseline)
     given = {rule.path: rule for rule in rules}
     merged = [given.pop(r.path, r) for r in DEFAULT_RULES] if defaults else []

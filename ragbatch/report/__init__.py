@@ -3,7 +3,8 @@
 Owns the report models (``models``), the streaming builder that turns row outcomes into the
 three modes (``builder``, ``modes``) and per-row results (``rows``), the ``--rows-out``
 writer (``rows_out``), and the views: text summary (``text``), tables, Markdown, HTML and
-its charts, and the corrected-rates section (``inference_view``).
+its charts, and the corrected-rates section (``inference_view``); typed partial views of a
+report read back (``views``: rows by the models' field names, for calibration and compare).
 
 Pure except ``rows_out`` (writes the JSONL stream) and ``html`` (loads its template from the
 package); ``charts`` needs the ``html`` extra. May import ``metrics`` and ``core``.
@@ -17,20 +18,39 @@ from ragbatch.report._export import DEFAULT_NAME, EXPORT_FORMATS, ExportFormat, 
 from ragbatch.report._html import report_html, require_html_extra
 from ragbatch.report._markdown import report_markdown
 from ragbatch.report._merge import merge_builders
-from ragbatch.report._models import DatasetInfo, Report, RowResult, report_bytes, report_schema
+from ragbatch.report._models import (
+    DatasetInfo,
+    Report,
+    RowResult,
+    report_bytes,
+    report_json,
+    report_schema,
+)
 from ragbatch.report._rows_out import RowsWriter, merge_rows
 from ragbatch.report._text import run_text, summary_text
+from ragbatch.report._views import (
+    ROW_FIELDS,
+    DatasetView,
+    ReportView,
+    RowView,
+    report_view,
+    row_view,
+)
 
 __all__ = [
     "DEFAULT_NAME",
     "EXPORT_FORMATS",
     "ROWS_IN_FILE",
     "ROWS_NOT_KEPT",
+    "ROW_FIELDS",
     "DatasetInfo",
+    "DatasetView",
     "ExportFormat",
     "Report",
     "ReportBuilder",
+    "ReportView",
     "RowResult",
+    "RowView",
     "RowsWriter",
     "RunInfo",
     "export_rows",
@@ -38,9 +58,12 @@ __all__ = [
     "merge_rows",
     "report_bytes",
     "report_html",
+    "report_json",
     "report_markdown",
     "report_schema",
+    "report_view",
     "require_html_extra",
+    "row_view",
     "run_text",
     "summarize",
     "summary_text",

@@ -286,10 +286,15 @@ class Report(Out):
     rows: list[RowResult]
 
 
+def report_json(report: Report) -> dict[str, Any]:
+    """The report as the parsed JSON of its file (camelCase keys, absent fields left out):
+    what JSON paths such as a gate rule's address."""
+    return report.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 def report_bytes(report: Report) -> bytes:
     """The report as deterministic, diffable JSON: 2-space indent, trailing newline."""
-    data = report.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+    return orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2) + b"\n"
 
 
 class PublicNames(GenerateJsonSchema):

@@ -432,3 +432,31 @@ def test_findings_come_upstream_first() -> None:
     assert (findings[0].value, findings[0].threshold) == (0.2, 0.5)
     names = [f.key for f in diagnose_names([GROUNDED, "retrievalRanking.at.10.recall", "x"])]
     assert names == ["recall", "faithfulness"]
+
+
+# -- rows are read through the report's models ------------------------------------------------------
+
+
+def test_diff_reads_a_misspelled_diagnosis_as_an_error_naming_the_row() -> None:
+    a, b = report([True, True]), report([True, True])
+    b["rows"][1]["diagnosis"] = "GENERATOR_UNGROUND"  # not a diagnosis of the report's models
+    with pytest.raises(ConfigError, match=r"^row r1: diagnosis: Input should be 'PASS'"):
+        diff_reports(a, b)
+
+
+def test_a_flip_takes_the_later_reports_expectation_even_when_it_is_null() -> None:
+    a, b = report([True, True]), report([True, False])
+    b["rows"][1]["expected"] = None  # the later dataset dropped the label
+    (flip,) = diff_reports(a, b).flipped
+    assert (flip.id, flip.expected, flip.change) == ("r1", None, "changed")
+    del b["rows"][1]["expected"]  # absent: the earlier report's expectation stands
+    (flip,) = diff_reports(a, b).flipped
+    assert (flip.expected, flip.change) == ("PASS", "broken")
+
+
+def test_the_gate_names_the_report_whose_row_has_a_field_of_the_wrong_type() -> None:
+    base, current = report([True] * 40), report([False] * 40)
+    current["rows"][3]["expected"] = 1  # a paired outcome would compare a diagnosis with 1
+    with pytest.raises(ConfigError, match=r"^current report: row r3: expected: ") as caught:
+        gate(current, base)
+    assert not isinstance(caught.value, compare.RulePathError)

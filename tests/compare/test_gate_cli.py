@@ -11,6 +11,8 @@ import orjson
 from typer.testing import CliRunner
 
 from ragbatch.cli._app import app
+from ragbatch.compare import diff_reports, distribution_drift, gate
+from ragbatch.report import Report
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "reports/expected-report.json"
@@ -125,6 +127,19 @@ def test_default_rules_fail_the_tighter_thresholds_run(tmp_path: Path) -> None:
     ) in lines
 
 
+def test_a_malformed_row_is_not_blamed_on_the_rules_file(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text('[{"path": "modes.jevOnly.classification.accuracy", "maxDrop": 0.02}]')
+    worse = regressed(orjson.loads(REPORT.read_bytes()), flips=30)
+    worse["modes"]["jevOnly"]["classification"]["accuracy"] -= 0.3
+    worse["rows"][0]["expected"] = 7  # a field of the wrong type for the report's models
+    current = write(tmp_path, "current.json", worse)
+    code, out, err = invoke("gate", str(current), "--baseline", str(REPORT), "--rules", str(rules))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: current report: row {worse['rows'][0]['id']}: expected: ")
+    assert str(rules) not in err and err.count("\n") == 1
+
+
 def test_a_rule_path_in_neither_report_exits_2(tmp_path: Path) -> None:
     rules = tmp_path / "rules.json"
     rules.write_text('[{"path": "modes.cascade.classification.acuracy", "maxDrop": 0.02}]')
@@ -135,3 +150,15 @@ def test_a_rule_path_in_neither_report_exits_2(tmp_path: Path) -> None:
         "nearest existing paths: modes.cascade.classification.accuracy, "
         "modes.cascade.classification.overallAccuracy, modes.cascade.classification.macroF1\n"
     )
+
+
+def test_a_typed_report_compares_as_its_json() -> None:
+    data = orjson.loads(REPORT.read_bytes())
+    typed = Report.model_validate(data)
+    worse = regressed(data, flips=30)
+    typed_worse = Report.model_validate(worse)
+    assert gate(typed_worse, typed) == gate(worse, data)
+    assert not gate(typed_worse, typed).passed
+    assert diff_reports(typed, typed_worse) == diff_reports(data, worse)
+    assert diff_reports(typed, typed_worse).flipped  # the 30 broken rows
+    assert distribution_drift(typed, typed_worse) == distribution_drift(data, worse)
