@@ -7,7 +7,7 @@ comparisons; this module adds what calibration needs of a row: its signals in
 
 from __future__ import annotations
 
-from ragbatch.core import ConfigError, GenerationJudgments, RetrievalJudgments
+from ragbatch.core import JUDGMENTS, ConfigError, GenerationJudgments, RetrievalJudgments
 
 # The views live with the report's models (the comparisons read rows through them too).
 from ragbatch.report import (
@@ -30,15 +30,7 @@ __all__ = [
     "signals_from",
 ]
 
-JUDGMENT_NAMES = (
-    "chunkRelevance",
-    "contextSufficiency",
-    "contextConflict",
-    "answerRelevance",
-    "groundedness",
-    "contradiction",
-    "correctness",
-)
+JUDGMENT_NAMES = JUDGMENTS  # the policy's order (docs/semantics.md §1)
 
 
 def signals_from(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ragbatch.core import DIAGNOSES, ConfigError
+from ragbatch.core import DIAGNOSES, JUDGMENTS, ConfigError
 from ragbatch.metrics import (
     BUILTIN_ORDER,
     Estimate,
@@ -36,15 +36,7 @@ METHOD = (
     "probability; normal interval with the finite-population correction. Labels only: the "
     "same labels weighted by 1 / inclusion probability, without the judge."
 )
-JUDGMENT_NAMES = (
-    "chunkRelevance",
-    "contextSufficiency",
-    "contextConflict",
-    "answerRelevance",
-    "groundedness",
-    "contradiction",
-    "correctness",
-)
+JUDGMENT_NAMES = JUDGMENTS  # the policy's order (docs/semantics.md §1)
 
 Verdict = Callable[[RowResult], float | None]  # the judge's 0/1 on a row; None: not asked
 Truth = Callable[[Mapping[str, Any]], float | None]  # the human's 0/1; None: not labelled
