@@ -116,15 +116,17 @@ def calibrate(
     blocks = tie_blocks([(x.signals, x.expected) for x in samples], target_risk)
     tie = tie_sentence(blocks)
     area = auroc([r.confidence for r in used], [r.diagnosis == r.expected for r in used])
-    if area is not None and area < MIN_AUROC:
+    routings = ROUTINGS if routing == "auto" else (routing,)
+    cert = certify(samples, target_risk, confidence, routings, seed, grid, per_diagnosis)
+    chosen = cert.chosen
+    # The ranking check explains a refusal; it does not overrule a certificate, whose
+    # validity rests on the test alone (a pre-check on labels only ever cost power).
+    if chosen is None and area is not None and area < MIN_AUROC:
         raise ConfigError(
             f"the judge's row confidence barely ranks right above wrong verdicts (AUROC "
             f"{area:.3f} < {MIN_AUROC}), so no threshold can buy coverage at a bounded "
             f"risk{tie}; improve the judge or its questions before calibrating"
         )
-    routings = ROUTINGS if routing == "auto" else (routing,)
-    cert = certify(samples, target_risk, confidence, routings, seed, grid, per_diagnosis)
-    chosen = cert.chosen
     if chosen is None:
         raise ConfigError(
             refusal(samples, target_risk, confidence, routings, grid, per_diagnosis, tie)

@@ -15,11 +15,13 @@ procedure here is declared before any label is read (docs/semantics.md §5):
    level is skipped instead of ending the ladder: a first step that one unlucky error would
    fail is where most refusals came from. The rule reads only how many rows are automatic
    (Jev's answers) and how many are labelled, never a label.
-3. **Graphical alpha between ladders.** The ladders share alpha by fixed weights (guarded
-   ``GUARDED_WEIGHT``, showcase the rest, when both are searched); a ladder stops at its first
-   kept H, and a ladder whose every step is rejected passes its alpha on to the ones still
-   running, which go on testing at the larger level (Bretz et al. 2009's graphical procedure,
-   of which the fallback procedure is a case). No ladder's stop ends the others.
+3. **Graphical alpha between ladders.** The ladders share alpha by fixed weights
+   (``LADDER_WEIGHTS``: the guarded ladder all of it, the showcase ladder none of its own,
+   since it never won in the bench and every share it held was power the guarded ladder
+   lost); a ladder stops at its first kept H, and a ladder whose every step is rejected
+   passes its alpha on to the others still to test, which go on testing at the larger level
+   (Bretz et al. 2009's graphical procedure, of which the fallback procedure is a case). So
+   the showcase ladder is tested only when every guarded step passed, at the guarded level.
 4. **Learned order only with many labels.** With at least ``LEARN_MIN_ROWS`` labelled rows,
    per-judgment search fits (whose order must be learned) get their own ``SEARCH_SHARE`` of
    alpha: found on a seeded half, tested in fixed sequence on the other half. Below that the
@@ -48,7 +50,7 @@ from ragbatch.calibrate._search import Fitted, Sample, fit
 
 LADDER = "fixed-sequence"  # the one method name of a ladder step's certificate
 SEARCH = "learn-then-test"  # a search fit's: found on one half, certified on the other
-GUARDED_WEIGHT = 0.9
+LADDER_WEIGHTS = {"guarded": 1.0, "showcase": 0.0}  # the initial share of the ladders' alpha
 LEARN_MIN_ROWS = 4000
 SEARCH_SHARE = 0.5
 SEARCH_LEVELS = (0.5, 1.0)
@@ -159,7 +161,7 @@ def graphical(
     """
     level = dict(alpha)
     position = dict.fromkeys(chains, 0)
-    running = [name for name in chains if level[name] > 0]
+    running = list(chains)  # a chain at level 0 waits for alpha handed over
     tested: list[Candidate] = []
     stopped: dict[str, Candidate] = {}
     moved = True
@@ -167,7 +169,7 @@ def graphical(
         moved = False
         for name in list(running):
             chain = chains[name]
-            while position[name] < len(chain):
+            while level[name] > 0 and position[name] < len(chain):
                 c = chain[position[name]]
                 if not reachable(c.count, target, per_diagnosis, level[name], slack(c.rows)):
                     position[name] += 1
@@ -192,13 +194,13 @@ def graphical(
 
 
 def ladder_shares(routings: Sequence[str], alpha: float, learned: bool) -> dict[str, float]:
-    """Each routing ladder's initial alpha: the fixed weights, halved when search fits run."""
+    """Each routing ladder's initial alpha: the fixed weights (all of it for a lone routing),
+    halved when search fits run."""
     total = alpha * (1.0 - SEARCH_SHARE) if learned else alpha
     if len(routings) == 1:
         return {routings[0]: total}
-    return {
-        r: total * (GUARDED_WEIGHT if r == "guarded" else 1.0 - GUARDED_WEIGHT) for r in routings
-    }
+    weight = sum(LADDER_WEIGHTS[r] for r in routings)
+    return {r: total * LADDER_WEIGHTS[r] / weight for r in routings}
 
 
 def certify(

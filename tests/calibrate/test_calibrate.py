@@ -321,12 +321,14 @@ def test_refuses_too_few_labelled_rows() -> None:
         calibrate(rows, 0.1, 0.95)
 
 
-def test_refuses_a_judge_whose_confidence_does_not_rank() -> None:
+def test_a_confidence_that_does_not_rank_explains_a_refusal_not_overrules_a_test() -> None:
     rows = synthetic(300, seed=5)
     for row in rows:  # confident exactly when wrong
         row["confidence"] = 0.1 if row["diagnosis"] == row["expected"] else 0.9
-    with pytest.raises(ConfigError, match=r"AUROC 0\.000 < 0\.6"):
-        calibrate(rows, 0.1, 0.95)
+    # The ladders read the judgments, not the row confidence: their certificate stands.
+    assert calibrate(rows, 0.1, 0.95).guarantee is not None
+    with pytest.raises(ConfigError, match=r"AUROC 0\.000 < 0\.6"):  # nothing certifies
+        calibrate(rows, 0.001, 0.95)
 
 
 @pytest.mark.parametrize(

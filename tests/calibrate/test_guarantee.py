@@ -71,8 +71,24 @@ def test_an_exhausted_ladder_passes_its_alpha_on() -> None:
         (210, 0.05, True),
     ]
     assert ladder_shares(("showcase", "guarded"), 0.05, False) == pytest.approx(
-        {"showcase": 0.005, "guarded": 0.045}
+        {"showcase": 0.0, "guarded": 0.05}
     )
+    assert ladder_shares(("showcase",), 0.05, False) == {"showcase": 0.05}
+
+
+def test_showcase_is_tested_only_with_alpha_handed_over() -> None:
+    # The guarded ladder holds all of alpha: showcase waits while guarded stops, and is tested
+    # at the guarded level once every guarded step passed.
+    stops = {"guarded": chain((210, 20)), "showcase": chain((400, 0))}
+    tested = graphical(stops, ladder_shares(("guarded", "showcase"), 0.05, False), 0.05, None)
+    assert [(c.routing, c.certified) for c in tested] == [("guarded", False)]
+    show = [replace(c, routing="showcase") for c in chain((400, 0))]
+    passes = {"guarded": chain((210, 5)), "showcase": show}
+    tested = graphical(passes, ladder_shares(("guarded", "showcase"), 0.05, False), 0.05, None)
+    assert [(c.routing, c.level, c.certified) for c in tested] == [
+        ("guarded", 0.05, True),
+        ("showcase", 0.05, True),
+    ]
 
 
 def test_per_diagnosis_targets_are_certified_jointly() -> None:
