@@ -63,11 +63,26 @@ def require_distributed() -> Any:
     return distributed
 
 
+# A local cluster has no dashboard, so nothing reads what these would collect: the workers'
+# statistical profiler (a thread sampling the task's stack every 10 ms), the system monitor
+# (psutil every 0.5 s) and the 20 ms ticks that time the event loop. Each costs CPU in every
+# worker process while it runs a task or idles (bench/bench_cores.py).
+QUIET_LOCAL = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.admin.tick.interval": "1s",
+}
+
+
 @contextmanager
 def local_cluster(n_workers: int) -> Iterator[distributed.Client]:
-    """A ``LocalCluster`` of ``n_workers`` single-threaded processes on loopback, no dashboard."""
+    """A ``LocalCluster`` of ``n_workers`` single-threaded processes on loopback, no dashboard
+    (and none of the monitoring that only feeds one: :data:`QUIET_LOCAL`)."""
     dd = require_distributed()
+    import dask
+
     with (
+        dask.config.set(QUIET_LOCAL),  # read by the scheduler and passed to every worker
         dd.LocalCluster(
             n_workers=n_workers,
             threads_per_worker=1,

@@ -13,7 +13,7 @@
    views are built from what the run kept and committed together, only when the run ends
    with a report; any other end leaves every earlier file as it was.
 
-With ``--workers W`` (:func:`run`), :mod:`ragbatch.run._workers` runs :func:`run_job` on part
+With ``--workers W`` (:func:`run`), :mod:`ragbatch.run._workers` runs :func:`run_part_job` on part
 ``k/W`` in each of W processes and merges their summaries into the report one process writes;
 with ``--dask ADDRESS``, :mod:`ragbatch.run._cluster` runs the parts as tasks of a Dask cluster.
 """
@@ -21,16 +21,19 @@ with ``--dask ADDRESS``, :mod:`ragbatch.run._cluster` runs the parts as tasks of
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio
 
 from ragbatch.core import ConfigError
 from ragbatch.run._config import JobResult
-from ragbatch.run._execute import execute
+from ragbatch.run._execute import Outcomes, execute
 from ragbatch.run._factory import Parts, build_parts
 from ragbatch.run._options import RunOptions, check_options
-from ragbatch.run._outputs import StagedFiles, write_outputs, write_views
+from ragbatch.run._outputs import StagedFiles, write_outputs, write_part, write_views
 from ragbatch.run._stop import RunCanceller
+
+T = TypeVar("T")
 
 
 def _ignore(message: str) -> None:
@@ -56,6 +59,16 @@ async def run_options_async(
     early: nothing more is sent, the cache is closed, nothing is written and
     :class:`~ragbatch.core._errors.Interrupted` is raised (exit 130 for SIGINT, 143 for SIGTERM).
     """
+    return await _run_parts(options, warn, canceller, write_outputs)
+
+
+async def _run_parts(
+    options: RunOptions,
+    warn: Callable[[str], None],
+    canceller: RunCanceller | None,
+    outputs: Callable[[Parts, Outcomes, StagedFiles, Callable[[str], None]], T],
+) -> T:
+    """Build the parts, execute them, then ``outputs`` writes what the run produced."""
     parts = build_parts(options, warn)
     staged = StagedFiles()
     try:
@@ -66,7 +79,7 @@ async def run_options_async(
             await parts.aclose()
         if canceller is not None and kept.stopped:
             raise canceller.interrupted(kept.builder.rows, cache_written(parts))
-        return write_outputs(parts, kept, staged, warn)
+        return outputs(parts, kept, staged, warn)
     except BaseException:
         staged.discard()  # a failed run never replaces an earlier result
         raise
@@ -77,8 +90,15 @@ def run_job(
     warn: Callable[[str], None] = _ignore,
     canceller: RunCanceller | None = None,
 ) -> JobResult:
-    """One process's run in a fresh event loop (each worker process runs this)."""
+    """One process's run in a fresh event loop."""
     return anyio.run(run_options_async, options, warn, canceller)
+
+
+def run_part_job(options: RunOptions, canceller: RunCanceller | None = None) -> dict[str, Any]:
+    """One part of a run (``--shard`` with ``--partial-out``: a worker process, a Dask task)
+    in a fresh event loop: its partial or summary and its --rows-out, no report of its own
+    (:func:`ragbatch.run._outputs.write_part`). Returns the part's run record."""
+    return anyio.run(_run_parts, options, _ignore, canceller, write_part)
 
 
 def run(
@@ -99,7 +119,7 @@ def run(
     elif options.input.source is not None:
         raise ConfigError("workers > 1 needs the data as a file path")
     else:
-        from ragbatch.run._workers import run_workers  # it runs run_job in each process
+        from ragbatch.run._workers import run_workers  # it runs run_part_job in each process
 
         result = run_workers(options, options.scale.workers, warn)
     if result.texts is None:  # capped to one process: the run wrote its views itself

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -92,6 +93,17 @@ def offline_warning(parts: Parts, record: dict[str, object]) -> str | None:
     )
 
 
+def run_record(parts: Parts, kept: Outcomes, warn: Callable[[str], None]) -> dict[str, Any]:
+    """The run record (rows, wall, calls, cache), after saying the cache's warnings."""
+    rate = kept.builder.rows / kept.wall_s if kept.wall_s > 0 else 0.0
+    record = kept.calls.record(kept.wall_s, rate, parts.cached, parts.pricing)
+    for warning in parts.cached.warnings if parts.cached is not None else ():
+        warn(warning)
+    if (offline := offline_warning(parts, record)) is not None:
+        warn(offline)
+    return record
+
+
 def write_outputs(
     parts: Parts, kept: Outcomes, staged: StagedFiles, warn: Callable[[str], None]
 ) -> JobResult:
@@ -99,12 +111,7 @@ def write_outputs(
     o = parts.options
     report = kept.builder.report(dataset_sha256=parts.reader.sha256)
     data = report_bytes(report)
-    rate = kept.builder.rows / kept.wall_s if kept.wall_s > 0 else 0.0
-    record = kept.calls.record(kept.wall_s, rate, parts.cached, parts.pricing)
-    for warning in parts.cached.warnings if parts.cached is not None else ():
-        warn(warning)
-    if (offline := offline_warning(parts, record)) is not None:
-        warn(offline)
+    record = run_record(parts, kept, warn)
     shard = o.scale.shard_of
     if shard is not None and o.scale.partial_out is not None:
         reader, partial = parts.reader, o.scale.partial_out
@@ -115,4 +122,22 @@ def write_outputs(
     if o.output.run_record is not None:
         staged.add(o.output.run_record, record_bytes(record))
     staged.commit()
-    return JobResult(report, data, kept.wall_s, rate, record)
+    return JobResult(report, data, kept.wall_s, record["rowsPerSecond"], record)
+
+
+def write_part(
+    parts: Parts, kept: Outcomes, staged: StagedFiles, warn: Callable[[str], None]
+) -> dict[str, Any]:
+    """A worker's or a Dask task's outputs: its partial (or a planned part's summary),
+    its --rows-out and the run record; no report is built (only the merged one is read).
+    Returns the run record."""
+    o = parts.options
+    shard, partial = o.scale.shard_of, o.scale.partial_out
+    if shard is None or partial is None:
+        raise ValueError("a part needs --shard and --partial-out")
+    record = run_record(parts, kept, warn)
+    write_shard(partial, shard, parts.reader, parts.info, kept.kept, kept.builder, kept.calls)
+    if o.output.run_record is not None:
+        staged.add(o.output.run_record, record_bytes(record))
+    staged.commit()
+    return record

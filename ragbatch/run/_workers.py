@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib
 import math
 import multiprocessing
 import os
@@ -42,7 +43,7 @@ from ragbatch.report import Report, RowsWriter, merge_rows, report_bytes, summar
 from ragbatch.run._calls import failures_of
 from ragbatch.run._config import JobResult
 from ragbatch.run._factory import jev_settings, load_pricing, spend_limit
-from ragbatch.run._job import run_job
+from ragbatch.run._job import run_job, run_part_job
 from ragbatch.run._options import RunOptions
 from ragbatch.run._preflight import check_outputs, check_slice_fields, option_warnings
 from ragbatch.run._progress import count_lines
@@ -84,10 +85,9 @@ def run_shard_task(config: RunOptions, stop: RunCanceller | None = None) -> dict
     (``DatasetError(path, line, …)``) cannot be rebuilt by pickle from their message alone.
     """
     try:
-        result = run_job(config, canceller=stop)
+        record = run_part_job(config, canceller=stop)
     except RagbatchError as exc:
         return {"error": str(exc), "kind": type(exc).__name__, "exitCode": exc.exit_code}
-    record = result.record
     return {
         "rows": record["rows"],
         "wallSeconds": record["wallSeconds"],
@@ -222,6 +222,9 @@ def _lost(exitcode: int | None) -> dict[str, Any]:
 
 
 GRACE_S = 5.0  # a signalled worker closes its cache and exits; past this it is killed
+# What a worker would import on its first use (anyio loads its event-loop backend only when
+# a loop starts): imported before the workers start, so each does not import it again.
+CHILD_IMPORTS = ("anyio._backends._asyncio", "anyio._core._signals")
 
 
 def worker_context() -> multiprocessing.context.BaseContext:
@@ -231,9 +234,11 @@ def worker_context() -> multiprocessing.context.BaseContext:
     with other threads running could copy a lock one of them holds, and a child forked inside
     a running event loop could not start its own)."""
     if threading.active_count() == 1 and not in_event_loop():
+        for module in CHILD_IMPORTS:  # once here, not once in every worker
+            importlib.import_module(module)
         return multiprocessing.get_context("fork")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
+    context.set_forkserver_preload([__name__, *CHILD_IMPORTS])
     return context
 
 

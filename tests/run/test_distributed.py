@@ -18,7 +18,7 @@ from ragbatch.core._wire import NoulAnswer
 from ragbatch.providers.cache._merge import MergeStats, merge_caches
 from ragbatch.providers.cache._replies import ReplyCache, encode_entry
 from ragbatch.providers.cache._verify import verify_cache
-from ragbatch.run._dask import local_cluster, run_on_dask
+from ragbatch.run._dask import QUIET_LOCAL, local_cluster, run_on_dask
 from ragbatch.run._job import run_job
 from ragbatch.run._options import RunOptions
 from ragbatch.testing import JevServer
@@ -63,6 +63,19 @@ def test_dask_report_equals_single_run(client: Client, tmp_path: Path) -> None:
     assert result.report_bytes == single.report_bytes
     assert (tmp_path / "dask.json").read_bytes() == (tmp_path / "single.json").read_bytes()
     assert sum(run["rows"] for run in result.record["shardRuns"]) == 48
+
+
+@pytest.mark.timeout(120)
+def test_the_local_cluster_runs_none_of_the_dashboard_monitoring(client: Client) -> None:
+    # the workers' stack sampler and monitors cost CPU in every process and feed only a
+    # dashboard, which a local cluster does not have
+    def settings() -> tuple[object, ...]:
+        import dask
+
+        get = dask.config.get
+        return tuple(get(k) for k in QUIET_LOCAL)
+
+    assert set(client.run(settings).values()) == {tuple(QUIET_LOCAL.values())}
 
 
 @pytest.fixture(scope="module")

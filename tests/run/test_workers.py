@@ -18,7 +18,10 @@ from typer.testing import CliRunner
 
 from ragbatch.cli._app import app
 from ragbatch.providers.cache._replies import ReplyCache
+from ragbatch.report import ReportBuilder
+from ragbatch.run import RunOptions
 from ragbatch.run import _workers as worker_processes
+from ragbatch.run._split import part_source, plan_rows
 from ragbatch.testing import JevServer
 from tests.conftest import JEV_KEY
 from tests.run.test_resume import StartServer, wait_for
@@ -309,3 +312,24 @@ def test_sigterm_early_in_a_workers_run_ends_every_process_of_the_run(
         for left in session_processes(proc.pid):
             left.kill()
     assert proc.returncode == 143, err.decode()
+
+
+def test_a_part_builds_no_report_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a part's summary is merged by the parent; building (and dropping) a report in each
+    # part cost every worker CPU (bench/bench_cores.py)
+    plan = plan_rows(DATASET)
+    assert plan is not None
+    source = part_source(plan, 1, 2, ignore_unknown=False)
+    config = RunOptions.of(dataset=DATASET, pricing=PRICING, quiet=True)
+    part = worker_processes.shard_config(config, 1, 2, tmp_path / "part.pkl")
+    part = part.replace(source=source, max_report_rows=0)
+
+    def refused(self: ReportBuilder, dataset_sha256: str | None = None) -> None:
+        raise AssertionError("a part built a report")
+
+    monkeypatch.setattr(ReportBuilder, "report", refused)
+    done = worker_processes.run_shard_task(part)
+    assert done["rows"] == ROWS // 2, done
+    assert (tmp_path / "part.pkl").exists()
