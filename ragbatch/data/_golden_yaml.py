@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-import yaml
 from pydantic import ValidationError
 
 from ragbatch.core import ConfigError, Context, DatasetError, Golden, Row
@@ -82,6 +81,8 @@ def _kind(value: object) -> str:
 
 def _entry_lines(text: str) -> list[int]:
     """1-based line of each top-level list item (safe_load keeps no positions)."""
+    import yaml  # PyYAML: only when a golden set is read (a run's start-up does not pay it)
+
     node = yaml.compose(text, Loader=yaml.SafeLoader)
     if isinstance(node, yaml.SequenceNode):
         return [item.start_mark.line + 1 for item in node.value]
@@ -95,6 +96,8 @@ def load_entries(path: Path, data: bytes) -> list[Entry]:
         text = data.removeprefix(BOM).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DatasetError(where, 0, f"not valid UTF-8: {exc.reason}") from None
+    import yaml  # PyYAML: only when a golden set is read (a run's start-up does not pay it)
+
     try:
         document: Any = yaml.safe_load(text)
         lines = _entry_lines(text)

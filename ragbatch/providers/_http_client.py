@@ -40,15 +40,17 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import anyio
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from ragbatch.core import ProviderError, RateLimited, RunAborted
 from ragbatch.providers._apikey import Redactor
 from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.providers._replies import HttpReply, error_message, parse_retry_after
+
+if TYPE_CHECKING:  # tenacity (and tornado, which it imports when installed): on a first retry
+    from tenacity import RetryCallState
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
@@ -257,6 +259,8 @@ class RetryingClient:
                 except ProviderError as failed:
                     if not failed.retryable or self.policy.max_retries < 1:
                         raise
+                    from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
                     retrying = AsyncRetrying(
                         stop=stop_after_attempt(self.policy.max_retries + 1),
                         wait=self._wait,

@@ -16,9 +16,10 @@ Does I/O. May import every layer below it: ``calibrate``, ``compare``, ``report`
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 # The front door: what other packages use (the modules behind it are private).
 from ragbatch.run._config import DEFAULT_CACHE, DEFAULT_DATASET, DEFAULT_PRICING, PRICING_NAME
-from ragbatch.run._dask import local_cluster, run_on_dask
 from ragbatch.run._factory import estimate_options
 from ragbatch.run._job import run, run_job, run_options_async
 from ragbatch.run._options import (
@@ -32,6 +33,9 @@ from ragbatch.run._options import (
 )
 from ragbatch.run._shards import merge_partials
 from ragbatch.run._stop import RunCanceller
+
+if TYPE_CHECKING:
+    from ragbatch.run._dask import local_cluster, run_on_dask
 
 __all__ = [
     "DEFAULT_CACHE",
@@ -54,3 +58,15 @@ __all__ = [
     "run_options_async",
     "spec_of",
 ]
+
+_LAZY = {"local_cluster", "run_on_dask"}  # the Dask adapter: imported on first use (start-up)
+
+
+def __getattr__(name: str) -> Any:
+    """Load the Dask adapter (and the worker split it uses) only when it is asked for: a run
+    without ``--workers`` or ``--dask`` never imports them."""
+    if name in _LAZY:
+        from ragbatch.run import _dask
+
+        return getattr(_dask, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
