@@ -234,8 +234,8 @@ async def test_concurrent_misses_share_lease_transactions(
     monkeypatch.setattr(cache, "exchange_leases", first_one_slow)
     settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
     cached = CachedProvider(JevProvider(settings, RateLimiter(40)), cache)
-    assert cached._leases is not None
-    leases = cached._leases
+    assert cached.path is not None and cached.path._commits is not None
+    leases = cached.path._commits
     async with anyio.create_task_group() as tg:
         for index in range(40):
             tg.start_soon(cached.fetch_answers, call(index))
@@ -245,5 +245,6 @@ async def test_concurrent_misses_share_lease_transactions(
         gate.set()
     assert server.successful == 40 and cached.stats.misses == 40
     # the first take alone, then the 39 that waited in one transaction; 40 releases after
+    # (each in the commit that stores its row's reply)
     assert sizes[:2] == [1, 39] and sum(sizes) == 80
     await cached.aclose()

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from ragbatch.providers.cache._replies import ReplyCache
-from ragbatch.providers.cache._writer import GroupWriter
+from ragbatch.providers.cache._writer import GroupCommit
 
 
 def test_concurrent_puts_share_commits_and_return_once_committed(tmp_path: Path) -> None:
@@ -23,11 +23,11 @@ def test_concurrent_puts_share_commits_and_return_once_committed(tmp_path: Path)
         cache.put_many(entries)
         batches.append(len(entries))
 
-    writer = GroupWriter(commit)
+    writer = GroupCommit(commit)
     returned: list[str] = []
 
     async def put(i: int) -> None:
-        await writer.put(f"k{i}", b"v%d" % i)
+        await writer.submit((f"k{i}", b"v%d" % i))
         assert cache.get(f"k{i}") == b"v%d" % i  # on disk before put returns
         returned.append(f"k{i}")
 
@@ -51,12 +51,12 @@ def test_a_failed_commit_raises_in_every_put_of_its_batch() -> None:
     def commit(entries: Sequence[tuple[str, bytes]]) -> None:
         raise OSError("disk full")
 
-    writer = GroupWriter(commit)
+    writer = GroupCommit(commit)
     errors: list[str] = []
 
     async def put(i: int) -> None:
         with pytest.raises(OSError, match="disk full"):
-            await writer.put(f"k{i}", b"v")
+            await writer.submit((f"k{i}", b"v"))
         errors.append(f"k{i}")
 
     async def main() -> None:

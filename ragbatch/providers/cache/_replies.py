@@ -37,9 +37,14 @@ from ragbatch.core import (
     read_reply,
     request_key,
 )
-from ragbatch.providers.cache._lease import LeaseOp
-from ragbatch.providers.cache._store import ReplyCache, UnreadableEntry, open_store
-from ragbatch.providers.cache._writer import GroupCommit, GroupWriter
+from ragbatch.providers.cache._store import (
+    CacheOp,
+    Committed,
+    ReplyCache,
+    UnreadableEntry,
+    open_store,
+)
+from ragbatch.providers.cache._writer import GroupCommit
 
 __all__ = [
     "FORMAT",
@@ -193,14 +198,13 @@ class CachePath(Generic[V]):
         # Keys fetched afresh in this run: ``refresh`` trusts those, so a duplicate
         # request (in flight at the same time or later) is not sent again.
         self._refreshed: set[str] = set()
-        self._writer: GroupWriter | None = None
-        # Writes are group-committed (see cache_writer); each waits for its own commit. So
-        # are the cross-process leases: one transaction lets go of the leases of rows just
-        # stored and takes those of rows about to be sent, for every row that arrived meanwhile.
-        self._leases: GroupCommit[tuple[LeaseOp, str], set[str]] | None = None
+        # Writes and cross-process leases are group-committed together (see cache._writer):
+        # one thread hop stores the replies of the rows just fetched, then lets go of their
+        # leases and takes those of the rows about to be sent, for every row that arrived
+        # meanwhile; each row waits for its own commit.
+        self._commits: GroupCommit[CacheOp, Committed] | None = None
         if not cache.read_only:
-            self._writer = GroupWriter(cache.put_many)
-            self._leases = GroupCommit(cache.exchange_leases)
+            self._commits = GroupCommit(cache.commit_ops)
 
     def lookup(self, key: str, decode: Callable[[bytes], V]) -> V | None:
         """The decoded entry of ``key``, or None (missing, unreadable or failing ``decode``:
@@ -234,7 +238,7 @@ class CachePath(Generic[V]):
         trusted = self.mode != "refresh" or key in self._refreshed
         if trusted and (hit := self.lookup(key, decode)) is not None:
             return on_hit(hit)
-        if self.mode == "offline" or self._writer is None:
+        if self.mode == "offline" or self._commits is None:
             self.stats.misses += 1  # a miss all the same: the row fails instead of fetching
             raise ProviderError(
                 f"no cached reply for this request (cache key {key[:16]}…) and --offline is set",
@@ -245,12 +249,18 @@ class CachePath(Generic[V]):
             if (hit := await self._claim(key, decode)) is not None:
                 return on_hit(hit)
             self.stats.misses += 1
+            let_go = True  # stored (or failed): a process waiting for this key may go on
             try:
                 value = await send()
-                await self._writer.put(key, encode(value))  # returns once committed
-            finally:  # stored (or failed): a process waiting for this key may go on
-                with anyio.CancelScope(shield=True):
-                    await self._let_go(key)
+                # Stores the entry, then lets the lease go; returns once both are committed.
+                committed = await self._commits.submit(("store", key, encode(value)))
+                if committed.store_error is not None:
+                    raise committed.store_error
+                let_go = False
+            finally:
+                if let_go:
+                    with anyio.CancelScope(shield=True):
+                        await self._let_go(key)
             self.stats.writes += 1
             self._refreshed.add(key)
             return value
@@ -262,8 +272,8 @@ class CachePath(Generic[V]):
         """Take the cross-process lease of ``key``, waiting while another process holds it;
         the entry that process stored, if any, instead of the lease (then nothing is sent)."""
         delay, waited = POLL_FIRST_S, False
-        assert self._leases is not None  # a writable cache
-        while key not in await self._leases.submit(("acquire", key)):
+        assert self._commits is not None  # a writable cache
+        while key not in (await self._commits.submit(("acquire", key, None))).acquired:
             if not waited:
                 self.stats.deduplicated += 1
                 waited = True
@@ -278,8 +288,8 @@ class CachePath(Generic[V]):
         return hit
 
     async def _let_go(self, key: str) -> None:
-        assert self._leases is not None
-        await self._leases.submit(("release", key))
+        assert self._commits is not None
+        await self._commits.submit(("release", key, None))
 
 
 class CachedProvider:
@@ -305,10 +315,6 @@ class CachedProvider:
             self.stats, self.warnings = self.path.stats, self.path.warnings
         else:
             self.stats, self.warnings = CacheStats(), []
-
-    @property
-    def _leases(self) -> GroupCommit[tuple[LeaseOp, str], set[str]] | None:
-        return None if self.path is None else self.path._leases
 
     def key_for(self, call: Call) -> str:
         return request_key(self.endpoint, call.request)

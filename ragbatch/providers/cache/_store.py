@@ -24,7 +24,9 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import diskcache
 
@@ -45,6 +47,18 @@ _MODE_RAW, _MODE_BINARY = 1, 2
 SQLITE_FAILURES = (sqlite3.Error, UnicodeDecodeError)
 # SQLite's messages for a cache that is fine but cannot be used right now.
 _NOT_DAMAGE = ("locked", "busy", "unable to open", "readonly", "disk I/O", "permission", "full")
+
+# One item of a group commit (:meth:`ReplyCache.commit_ops`): take a key's lease, let it go, or
+# store a key's entry (the value) and then let its lease go.
+CacheOp = tuple[Literal["acquire", "release", "store"], str, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """What one group commit did: the ``acquire`` keys held now, and why its stores failed."""
+
+    acquired: set[str]
+    store_error: CacheError | None = None
 
 
 class UnreadableEntry(CacheError):
@@ -221,6 +235,25 @@ class ReplyCache:
             return self._leases.exchange(releases, acquires)
         except SQLITE_FAILURES as exc:
             raise store_error(self.directory, exc) from None
+
+    def commit_ops(self, ops: Sequence[CacheOp]) -> Committed:
+        """One group commit of a run's cache traffic: the ``store`` entries in one transaction,
+        then, in a second, letting go of their leases and of the ``release`` keys and taking the
+        ``acquire`` ones. A failed store does not fail the lease exchange (its rows let their
+        leases go themselves); it comes back as ``store_error``."""
+        entries = [(key, value) for op, key, value in ops if op == "store" and value is not None]
+        store_error: CacheError | None = None
+        if entries:
+            try:
+                self.put_many(entries)
+            except CacheError as exc:
+                store_error = exc
+        exchange = [
+            ("release" if op == "store" else op, key)
+            for op, key, _ in ops
+            if not (op == "store" and store_error is not None)
+        ]
+        return Committed(self.exchange_leases(exchange) if exchange else set(), store_error)
 
     def put(self, key: str, value: bytes) -> None:
         if self._store is None:

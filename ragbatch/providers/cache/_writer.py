@@ -5,7 +5,8 @@ one SQLite transaction and commit each, and up to 40 writer threads (each with i
 connection) contending for the write lock and invalidating each other's page caches. The
 per-key leases (:mod:`ragbatch.providers.cache._lease`) add two more transactions a row.
 :class:`GroupCommit` runs every item that arrived while the previous commit ran in one
-transaction, in one thread at a time; :class:`GroupWriter` is the one for entries.
+commit, in one thread at a time: the reply cache gives it the entries to store, the leases
+to let go of and those to take, all in one thread hop (``ReplyCache.commit_ops``).
 
 Nothing is acknowledged before it is committed: :meth:`GroupCommit.submit` returns once its
 item's batch is on disk, so a caller that waits for it before taking new work (the runner's
@@ -22,12 +23,11 @@ from typing import Generic, TypeVar
 
 import anyio
 
-Entry = tuple[str, bytes]
 T = TypeVar("T")
 R = TypeVar("R")
 # The threads commits run in, for every group of the process (one commit per group at a time:
-# entries and leases may run side by side): a hop through a plain executor costs the event loop
-# less than anyio's ``to_thread`` (see the README's performance section).
+# the caches of Jev and of the fallback judge may commit side by side): a hop through a plain
+# executor costs the event loop less than anyio's ``to_thread`` (README, performance).
 _THREADS = ThreadPoolExecutor(2, thread_name_prefix="ragbatch-cache")
 
 
@@ -87,11 +87,3 @@ class GroupCommit(Generic[T, R]):
             self._committing = False
             idle, self._idle = self._idle, anyio.Event()
             idle.set()
-
-
-class GroupWriter(GroupCommit[Entry, None]):
-    """Group commit of cache entries (``commit`` stores a batch in one transaction)."""
-
-    async def put(self, key: str, value: bytes) -> None:
-        """Store one entry; returns once it is committed (raises what the commit raised)."""
-        await self.submit((key, value))
