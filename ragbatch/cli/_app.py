@@ -1,5 +1,5 @@
-"""The ``ragbatch`` command line: typer options -> RunOptions -> :func:`ragbatch.run._job.run`
-(no evaluation logic here).
+"""The whole ``ragbatch`` command line: the ``run`` app of :mod:`ragbatch.cli._run_app` with
+every other command added (no evaluation logic here).
 
 Every :class:`~ragbatch.core._errors.RagbatchError` is reported once, as ``error: <message>`` on
 stderr with its documented exit code and no traceback.
@@ -7,7 +7,6 @@ stderr with its documented exit code and no traceback.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -16,11 +15,11 @@ import typer
 from ragbatch._files import check_output, write_bytes
 from ragbatch.cli._export import export_command
 from ragbatch.cli._run_app import app, fail
-
-__all__ = ["app", "main"]
 from ragbatch.cli._tools import register
 from ragbatch.core import RagbatchError
 from ragbatch.report import report_schema
+
+__all__ = ["app"]
 
 
 @app.command()
@@ -40,8 +39,3 @@ def schema(
 
 register(app)
 app.command("export")(export_command)
-
-
-def main() -> None:
-    """Console entry point."""
-    sys.exit(app())
