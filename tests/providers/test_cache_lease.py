@@ -30,6 +30,7 @@ from ragbatch.providers._jev import JevProvider, JevSettings
 from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.providers.cache._lease import _HOST, LeaseOp, Leases
 from ragbatch.providers.cache._replies import CachedProvider, ReplyCache
+from ragbatch.providers.cache._writer import THREAD_EVERY, LockTaken
 from ragbatch.testing import Fault, JevServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,7 +226,9 @@ async def test_concurrent_misses_share_lease_transactions(
     gate, sizes = threading.Event(), list[int]()
     exchange = cache.exchange_leases
 
-    def first_one_slow(ops: Sequence[tuple[LeaseOp, str]]) -> set[str]:
+    def first_one_slow(ops: Sequence[tuple[LeaseOp, str]], *, wait: bool = True) -> set[str]:
+        if not wait:  # as if another process held the lock: every commit goes to the thread
+            raise LockTaken("held elsewhere")
         if not sizes:
             gate.wait(10)  # the other rows' leases pile up behind the first commit
         sizes.append(len(ops))
@@ -237,7 +240,11 @@ async def test_concurrent_misses_share_lease_transactions(
     assert cached.path is not None and cached.path._commits is not None
     leases = cached.path._commits
     async with anyio.create_task_group() as tg:
-        for index in range(40):
+        tg.start_soon(cached.fetch_answers, call(0))
+        with anyio.fail_after(10):
+            while not leases.committing:  # the first take, alone, waits at the gate
+                await anyio.sleep(0.01)
+        for index in range(1, 40):
             tg.start_soon(cached.fetch_answers, call(index))
         with anyio.fail_after(10):
             while leases.pending < 39:
@@ -247,4 +254,66 @@ async def test_concurrent_misses_share_lease_transactions(
     # the first take alone, then the 39 that waited in one transaction; 40 releases after
     # (each in the commit that stores its row's reply)
     assert sizes[:2] == [1, 39] and sum(sizes) == 80
+    await cached.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_write_lock_held_elsewhere_sends_commits_to_the_thread_not_the_loop(
+    start_jev_server: StartServer, tmp_path: Path
+) -> None:
+    """Commits run on the event loop only while nobody else holds the write lock: with it held
+    by another connection (another process), they give way to the thread, which waits for it,
+    and the loop keeps running meanwhile. Nothing is reported before it is committed."""
+    server = start_jev_server()
+    cache = ReplyCache(tmp_path / "cache")
+    settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
+    cached = CachedProvider(JevProvider(settings, RateLimiter(8)), cache)
+    assert cached.path is not None and cached.path._commits is not None
+    commits = cached.path._commits
+    await cached.fetch_answers(call(0))  # no one else: on the loop
+    assert commits.commits >= 2 and commits.threaded == 0 and commits.gave_way == 0
+
+    other = sqlite3.connect(cache.db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's write transaction
+    ticks, done = 0, list[int]()
+
+    async def fetch(index: int) -> None:
+        await cached.fetch_answers(call(index))
+        done.append(index)
+
+    async with anyio.create_task_group() as tg:
+        for index in range(1, 5):
+            tg.start_soon(fetch, index)
+        with anyio.fail_after(10):
+            while commits.gave_way == 0:
+                await anyio.sleep(0.005)
+        for _ in range(20):  # the loop runs while the thread waits for the lock
+            await anyio.sleep(0.005)
+            ticks += 1
+        assert done == []  # nothing acknowledged before its commit
+        other.execute("COMMIT")
+    other.close()
+    assert ticks == 20 and sorted(done) == [1, 2, 3, 4]
+    assert commits.gave_way >= 1 and commits.threaded >= 1
+    assert server.successful == 5
+    check = ReplyCache(tmp_path / "cache", read_only=True)
+    assert all(check.get(cached.key_for(call(i))) is not None for i in range(5))
+    check.close()
+    await cached.aclose()
+
+
+@pytest.mark.anyio
+async def test_every_so_many_commits_run_in_the_thread_for_its_wal_checkpoints(
+    start_jev_server: StartServer, tmp_path: Path
+) -> None:
+    server = start_jev_server()
+    cache = ReplyCache(tmp_path / "cache")
+    settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
+    cached = CachedProvider(JevProvider(settings, RateLimiter(1)), cache)
+    assert cached.path is not None and cached.path._commits is not None
+    commits = cached.path._commits
+    for index in range(THREAD_EVERY):  # one at a time: two commits a row
+        await cached.fetch_answers(call(index))
+    assert commits.commits == 2 * THREAD_EVERY
+    assert commits.threaded == 2 and commits.gave_way == 0
     await cached.aclose()

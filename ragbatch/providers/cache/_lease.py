@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from ragbatch.providers.cache._writer import LockTaken, is_busy, no_wait
+
 # Told apart from a later process that gets the same pid.
 _PROCESS_TOKEN = secrets.token_hex(8)
 _HOST = socket.gethostname()
@@ -34,6 +36,7 @@ _OPEN_OWNERS: set[str] = set()
 
 LeaseOp = Literal["acquire", "release"]
 _CHUNK = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
+_TIMEOUT_S = 60.0  # how long a commit in a thread waits for another process's write lock
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS RagbatchLease ("
     " key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,"
@@ -73,7 +76,7 @@ class Leases:
         self.owner = f"{_HOST}:{os.getpid()}:{_PROCESS_TOKEN}:{secrets.token_hex(4)}"
         self._lock = threading.Lock()
         self._con = sqlite3.connect(
-            db_path, timeout=60, isolation_level=None, check_same_thread=False
+            db_path, timeout=_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
         # A lease need not survive a power cut: no fsync per lease (WAL stays consistent).
         self._con.execute("PRAGMA synchronous = NORMAL")
@@ -98,31 +101,51 @@ class Leases:
         live owner does."""
         return key in self.exchange([], [key])
 
-    def exchange(self, releases: Sequence[str], acquires: Sequence[str]) -> set[str]:
+    def exchange(
+        self, releases: Sequence[str], acquires: Sequence[str], *, wait: bool = True
+    ) -> set[str]:
         """In one transaction, let ``releases`` go, then take what it can of ``acquires``:
-        the keys of ``acquires`` this owner holds now."""
-        with self._lock:
+        the keys of ``acquires`` this owner holds now. ``wait=False`` (a commit on the event
+        loop): :class:`LockTaken` instead of waiting for a lock, and no WAL checkpoint."""
+        if not self._lock.acquire(blocking=wait):
+            raise LockTaken("the lease connection is in use")
+        try:
             # A plain read first when only taking: waiting takes no write lock.
             free = list(acquires) if releases else self._free(acquires)
             if not free and not releases:
                 return set()
-            self._con.execute("BEGIN IMMEDIATE")
-            try:
-                self._con.executemany(
-                    "DELETE FROM RagbatchLease WHERE key = ? AND owner = ?",
-                    [(key, self.owner) for key in releases],
-                )
-                free = self._free(free)
-                expires = time.time() + self.ttl_s
-                self._con.executemany(
-                    "INSERT OR REPLACE INTO RagbatchLease VALUES (?, ?, ?, ?, ?, ?)",
-                    [(key, self.owner, _HOST, os.getpid(), _PROCESS_TOKEN, expires)
-                     for key in free],
-                )  # fmt: skip
-            except BaseException:
-                self._con.execute("ROLLBACK")
-                raise
+            if wait:
+                return self._exchange(releases, free)
+            with no_wait(self._con, _TIMEOUT_S):
+                try:
+                    return self._exchange(releases, free)
+                except sqlite3.OperationalError as exc:
+                    if is_busy(exc):
+                        raise LockTaken(str(exc)) from None
+                    raise
+        finally:
+            self._lock.release()
+
+    def _exchange(self, releases: Sequence[str], free: Sequence[str]) -> set[str]:
+        """The transaction of :meth:`exchange` (under its lock)."""
+        self._con.execute("BEGIN IMMEDIATE")
+        try:
+            self._con.executemany(
+                "DELETE FROM RagbatchLease WHERE key = ? AND owner = ?",
+                [(key, self.owner) for key in releases],
+            )
+            free = self._free(free)
+            expires = time.time() + self.ttl_s
+            self._con.executemany(
+                "INSERT OR REPLACE INTO RagbatchLease VALUES (?, ?, ?, ?, ?, ?)",
+                [(key, self.owner, _HOST, os.getpid(), _PROCESS_TOKEN, expires)
+                 for key in free],
+            )  # fmt: skip
             self._con.execute("COMMIT")
+        except BaseException:
+            if self._con.in_transaction:
+                self._con.execute("ROLLBACK")
+            raise
         return set(free)
 
     def _free(self, keys: Sequence[str]) -> list[str]:

@@ -199,12 +199,15 @@ class CachePath(Generic[V]):
         # request (in flight at the same time or later) is not sent again.
         self._refreshed: set[str] = set()
         # Writes and cross-process leases are group-committed together (see cache._writer):
-        # one thread hop stores the replies of the rows just fetched, then lets go of their
-        # leases and takes those of the rows about to be sent, for every row that arrived
-        # meanwhile; each row waits for its own commit.
+        # one commit (on the loop when no other process holds the lock, else in a thread)
+        # stores the replies of the rows just fetched, then lets go of their leases and takes
+        # those of the rows about to be sent, for every row that arrived meanwhile; each row
+        # waits for its own commit.
         self._commits: GroupCommit[CacheOp, Committed] | None = None
         if not cache.read_only:
-            self._commits = GroupCommit(cache.commit_ops)
+            self._commits = GroupCommit(
+                cache.commit_ops, lambda ops: cache.commit_ops(ops, wait=False)
+            )
 
     def lookup(self, key: str, decode: Callable[[bytes], V]) -> V | None:
         """The decoded entry of ``key``, or None (missing, unreadable or failing ``decode``:

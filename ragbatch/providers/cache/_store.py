@@ -33,6 +33,7 @@ import diskcache
 from ragbatch.core import CacheError
 from ragbatch.providers.cache._lease import LeaseOp, Leases
 from ragbatch.providers.cache._swap import finish_interrupted_swap
+from ragbatch.providers.cache._writer import LockTaken, is_busy, no_wait
 
 # Far above any real cache: diskcache must never evict an entry to fit.
 SIZE_LIMIT = 2**40
@@ -108,14 +109,33 @@ def _text(data: bytes) -> str | bytes:
         return data
 
 
-def store_batch(store: diskcache.Cache, entries: list[tuple[str, bytes]]) -> int:
-    """Store ``entries`` in one transaction (one commit), then empty the list: how many."""
-    with store.transact():
-        for key, value in entries:
-            store.set(key, value)
+def store_batch(
+    store: diskcache.Cache, entries: list[tuple[str, bytes]], *, wait: bool = True
+) -> int:
+    """Store ``entries`` in one transaction (one commit), then empty the list: how many.
+    ``wait=False``: :class:`LockTaken` instead of waiting for another writer, no checkpoint."""
+    if wait:
+        _store_all(store, entries)
+    else:
+        # diskcache's connection of this thread, and the lock wait it was opened with
+        with no_wait(store._con, store._timeout):
+            try:
+                _store_all(store, entries)
+            except diskcache.Timeout:  # diskcache's word for BEGIN IMMEDIATE refused
+                raise LockTaken("the cache's write lock is taken") from None
+            except sqlite3.OperationalError as exc:
+                if is_busy(exc):
+                    raise LockTaken(str(exc)) from None
+                raise
     count = len(entries)
     entries.clear()
     return count
+
+
+def _store_all(store: diskcache.Cache, entries: list[tuple[str, bytes]]) -> None:
+    with store.transact():
+        for key, value in entries:
+            store.set(key, value)
 
 
 def connect_read_only(directory: Path) -> sqlite3.Connection | None:
@@ -221,9 +241,9 @@ class ReplyCache:
         if self._leases is not None:
             self.exchange_leases([("release", key)])
 
-    def exchange_leases(self, ops: Sequence[tuple[LeaseOp, str]]) -> set[str]:
+    def exchange_leases(self, ops: Sequence[tuple[LeaseOp, str]], *, wait: bool = True) -> set[str]:
         """Let go of the ``release`` keys, then take the ``acquire`` ones, in one transaction
-        (a batch of both: see ``cache_writer.GroupCommit``): the acquired keys held now."""
+        (a batch of both: see ``cache._writer.GroupCommit``): the acquired keys held now."""
         if self._store is None:
             raise CacheError(f"cache directory {self.directory} is open read-only")
         releases = [key for op, key in ops if op == "release"]
@@ -232,20 +252,22 @@ class ReplyCache:
             with self._lock:  # called from several threads at once: one Leases object
                 if self._leases is None:
                     self._leases = Leases(self.db_path, self.lease_s)
-            return self._leases.exchange(releases, acquires)
+            return self._leases.exchange(releases, acquires, wait=wait)
         except SQLITE_FAILURES as exc:
             raise store_error(self.directory, exc) from None
 
-    def commit_ops(self, ops: Sequence[CacheOp]) -> Committed:
+    def commit_ops(self, ops: Sequence[CacheOp], *, wait: bool = True) -> Committed:
         """One group commit of a run's cache traffic: the ``store`` entries in one transaction,
         then, in a second, letting go of their leases and of the ``release`` keys and taking the
         ``acquire`` ones. A failed store does not fail the lease exchange (its rows let their
-        leases go themselves); it comes back as ``store_error``."""
+        leases go themselves); it comes back as ``store_error``. ``wait=False`` (on the event
+        loop): :class:`LockTaken` instead of waiting for a lock; redoing the batch with
+        ``wait=True`` is then safe (a store already made is made again, with the same bytes)."""
         entries = [(key, value) for op, key, value in ops if op == "store" and value is not None]
         store_error: CacheError | None = None
         if entries:
             try:
-                self.put_many(entries)
+                self.put_many(entries, wait=wait)
             except CacheError as exc:
                 store_error = exc
         exchange = [
@@ -253,7 +275,8 @@ class ReplyCache:
             for op, key, _ in ops
             if not (op == "store" and store_error is not None)
         ]
-        return Committed(self.exchange_leases(exchange) if exchange else set(), store_error)
+        acquired = self.exchange_leases(exchange, wait=wait) if exchange else set[str]()
+        return Committed(acquired, store_error)
 
     def put(self, key: str, value: bytes) -> None:
         if self._store is None:
@@ -263,12 +286,12 @@ class ReplyCache:
         except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
             raise store_error(self.directory, exc) from None
 
-    def put_many(self, entries: Sequence[tuple[str, bytes]]) -> None:
-        """Store several entries in one transaction (one commit: see ``cache_writer``)."""
+    def put_many(self, entries: Sequence[tuple[str, bytes]], *, wait: bool = True) -> None:
+        """Store several entries in one transaction (one commit: see ``cache._writer``)."""
         if self._store is None:
             raise CacheError(f"cache directory {self.directory} is open read-only")
         try:
-            store_batch(self._store, list(entries))
+            store_batch(self._store, list(entries), wait=wait)
         except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
             raise store_error(self.directory, exc) from None
 
