@@ -30,7 +30,7 @@ from ragbatch.providers._jev import JevProvider, JevSettings
 from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.providers.cache._lease import _HOST, LeaseOp, Leases
 from ragbatch.providers.cache._replies import CachedProvider, ReplyCache
-from ragbatch.providers.cache._writer import THREAD_EVERY, LockTaken
+from ragbatch.providers.cache._writer import THREAD_EVERY, GroupCommit, LockTaken
 from ragbatch.testing import Fault, JevServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +48,12 @@ def call(index: int = 0) -> Call:
 def provider(server: JevServer, cache: ReplyCache) -> CachedProvider:
     settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
     return CachedProvider(JevProvider(settings, RateLimiter(4)), cache)
+
+
+def commit_group(cached: CachedProvider) -> GroupCommit[Any, Any]:
+    """The group commit of a provider's cache (its leases and writes)."""
+    assert cached.path is not None and cached.path._commits is not None
+    return cached.path._commits
 
 
 def write_lease(db: Path, key: str, *, host: str, pid: int, process: str, expires: float) -> None:
@@ -266,10 +272,8 @@ async def test_a_write_lock_held_elsewhere_sends_commits_to_the_thread_not_the_l
     and the loop keeps running meanwhile. Nothing is reported before it is committed."""
     server = start_jev_server()
     cache = ReplyCache(tmp_path / "cache")
-    settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
-    cached = CachedProvider(JevProvider(settings, RateLimiter(8)), cache)
-    assert cached.path is not None and cached.path._commits is not None
-    commits = cached.path._commits
+    cached = provider(server, cache)
+    commits = commit_group(cached)
     await cached.fetch_answers(call(0))  # no one else: on the loop
     assert commits.commits >= 2 and commits.threaded == 0 and commits.gave_way == 0
 
@@ -306,12 +310,8 @@ async def test_a_write_lock_held_elsewhere_sends_commits_to_the_thread_not_the_l
 async def test_every_so_many_commits_run_in_the_thread_for_its_wal_checkpoints(
     start_jev_server: StartServer, tmp_path: Path
 ) -> None:
-    server = start_jev_server()
-    cache = ReplyCache(tmp_path / "cache")
-    settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
-    cached = CachedProvider(JevProvider(settings, RateLimiter(1)), cache)
-    assert cached.path is not None and cached.path._commits is not None
-    commits = cached.path._commits
+    cached = provider(start_jev_server(), ReplyCache(tmp_path / "cache"))
+    commits = commit_group(cached)
     for index in range(THREAD_EVERY):  # one at a time: two commits a row
         await cached.fetch_answers(call(index))
     assert commits.commits == 2 * THREAD_EVERY
