@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ragbatch.calibrate import PolicyFile, load_policy, thresholds_of
 from ragbatch.core import (
     EXTRACTORS,
     AsyncClaimExtractor,
@@ -59,6 +59,9 @@ from ragbatch.run._preflight import check_outputs, check_slice_fields, option_wa
 from ragbatch.run._progress import count_lines
 from ragbatch.run._runner import ClaimConfig
 from ragbatch.run._shards import count_shard_rows, part_rows
+
+if TYPE_CHECKING:  # calibration (policy files) is loaded only by a run that is given one
+    from ragbatch.calibrate import PolicyFile
 
 
 def load_pricing(path: Path) -> PricingSnapshot:
@@ -166,6 +169,8 @@ def load_thresholds(o: RunOptions) -> tuple[Thresholds, PolicyFile | None]:
         data = o.policy.policy.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read policy {o.policy.policy}: {exc.strerror or exc}") from None
+    from ragbatch.calibrate import load_policy, thresholds_of
+
     policy = load_policy(data, str(o.policy.policy))
     per = tuple(
         (name, pair[0], pair[1])
