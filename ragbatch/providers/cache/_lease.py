@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from ragbatch.providers.cache._writer import LockTaken, is_busy, no_wait
+from ragbatch.providers.cache._writer import LockTaken, no_wait
 
 # Told apart from a later process that gets the same pid.
 _PROCESS_TOKEN = secrets.token_hex(8)
@@ -117,12 +117,7 @@ class Leases:
             if wait:
                 return self._exchange(releases, free)
             with no_wait(self._con, _TIMEOUT_S):
-                try:
-                    return self._exchange(releases, free)
-                except sqlite3.OperationalError as exc:
-                    if is_busy(exc):
-                        raise LockTaken(str(exc)) from None
-                    raise
+                return self._exchange(releases, free)
         finally:
             self._lock.release()
 

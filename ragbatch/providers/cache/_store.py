@@ -33,7 +33,7 @@ import diskcache
 from ragbatch.core import CacheError
 from ragbatch.providers.cache._lease import LeaseOp, Leases
 from ragbatch.providers.cache._swap import finish_interrupted_swap
-from ragbatch.providers.cache._writer import LockTaken, is_busy, no_wait
+from ragbatch.providers.cache._writer import LockTaken, no_wait
 
 # Far above any real cache: diskcache must never evict an entry to fit.
 SIZE_LIMIT = 2**40
@@ -123,10 +123,6 @@ def store_batch(
                 _store_all(store, entries)
             except diskcache.Timeout:  # diskcache's word for BEGIN IMMEDIATE refused
                 raise LockTaken("the cache's write lock is taken") from None
-            except sqlite3.OperationalError as exc:
-                if is_busy(exc):
-                    raise LockTaken(str(exc)) from None
-                raise
     count = len(entries)
     entries.clear()
     return count

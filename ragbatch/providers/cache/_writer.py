@@ -54,22 +54,20 @@ class LockTaken(Exception):
 
 @contextmanager
 def no_wait(con: sqlite3.Connection, timeout_s: float) -> Iterator[None]:
-    """Within: a write lock held by another connection fails at once (SQLite's "database is
-    locked", which callers turn into :class:`LockTaken`) instead of waiting up to
-    ``timeout_s``, and a commit does not checkpoint the WAL. Both are restored after."""
+    """Within: a write lock held by another connection fails at once, as :class:`LockTaken`
+    (SQLite's "database is locked"), instead of waiting up to ``timeout_s``, and a commit does
+    not checkpoint the WAL. Both settings are restored after."""
     con.execute("PRAGMA busy_timeout = 0")
     con.execute("PRAGMA wal_autocheckpoint = 0")
     try:
         yield
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise LockTaken(str(exc)) from None
+        raise
     finally:
         con.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
         con.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT}")
-
-
-def is_busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether SQLite refused for a lock held elsewhere (what :func:`no_wait` makes at once)."""
-    text = str(exc)
-    return "locked" in text or "busy" in text
 
 
 class _Batch(Generic[T, R]):
