@@ -243,8 +243,7 @@ async def test_concurrent_misses_share_lease_transactions(
     monkeypatch.setattr(cache, "exchange_leases", first_one_slow)
     settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
     cached = CachedProvider(JevProvider(settings, RateLimiter(40)), cache)
-    assert cached.path is not None and cached.path._commits is not None
-    leases = cached.path._commits
+    leases = commit_group(cached)
     async with anyio.create_task_group() as tg:
         tg.start_soon(cached.fetch_answers, call(0))
         with anyio.fail_after(10):
