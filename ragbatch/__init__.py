@@ -7,7 +7,9 @@ the command line is ``ragbatch run``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ragbatch._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -17,10 +19,4 @@ if TYPE_CHECKING:
 __all__ = ["evaluate", "evaluate_async"]
 
 
-def __getattr__(name: str) -> Any:
-    """Load the API on first use, so ``import ragbatch.core._schema`` stays light."""
-    if name in __all__:
-        from ragbatch import _api as api
-
-        return getattr(api, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {"_api": __all__})

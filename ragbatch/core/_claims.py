@@ -19,9 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
-
-import pysbd
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ragbatch.core._questions import CLAIM_PREFIX
 from ragbatch.core._schema import CLAIM_OPTIONS, Claim, Row
@@ -84,9 +82,13 @@ class SentenceClaims:
     name = "sentences"
 
     def __init__(self) -> None:
-        self._segmenter = pysbd.Segmenter(language="en", clean=False)
+        self._segmenter: Any = None  # pysbd's, made on first use (not at start-up)
 
     def sentence_starts(self, answer: str) -> list[int]:
+        if self._segmenter is None:
+            import pysbd
+
+            self._segmenter = pysbd.Segmenter(language="en", clean=False)
         starts = [0]
         cursor = 0
         for sentence in self._segmenter.segment(answer):

@@ -14,14 +14,25 @@ Reads and writes files. May import ``core`` and ``ragbatch._files`` only.
 
 from __future__ import annotations
 
-# The front door: what other packages use (the modules behind it are private).
+from typing import TYPE_CHECKING
+
+from ragbatch._lazy import lazy_exports
+
+# The front door: what other packages use (the modules behind it are private); the
+# counterfactual writer and the importers' record helpers are imported on first use.
 from ragbatch.data._base import BOM, RowSource, scan_lines
-from ragbatch.data._counterfactual import write_counterfactuals
 from ragbatch.data._formats import open_dataset
 from ragbatch.data._hints import DEFAULT_DATASET, foreign_shape
 from ragbatch.data._jsonl import JsonlReader, SeenIds, describe
 from ragbatch.data._labels import read_labels
-from ragbatch.data._records import drop_nulls
+
+if TYPE_CHECKING:
+    from ragbatch.data._counterfactual import write_counterfactuals
+    from ragbatch.data._records import drop_nulls
+
+__getattr__ = lazy_exports(
+    __name__, {"_counterfactual": ("write_counterfactuals",), "_records": ("drop_nulls",)}
+)
 
 __all__ = [
     "BOM",

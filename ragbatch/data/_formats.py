@@ -18,27 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragbatch.core import ConfigError
 from ragbatch.data._base import RowSource
-from ragbatch.data._deepeval import DeepevalReader
-from ragbatch.data._golden_yaml import GoldenYamlReader, Join
 from ragbatch.data._jsonl import JsonlReader
-from ragbatch.data._langfuse import LangfuseReader
-from ragbatch.data._mapped_csv import CsvReader, parse_mapping
-from ragbatch.data._openinference import OpenInferenceReader
-from ragbatch.data._ragas import RagasReader
 
-__all__ = [
-    "FORMATS",
-    "CsvReader",
-    "DeepevalReader",
-    "OpenInferenceReader",
-    "RagasReader",
-    "RowSource",
-    "open_dataset",
-    "parse_mapping",
-]
+if TYPE_CHECKING:
+    from ragbatch.data._golden_yaml import Join
+
+__all__ = ["FORMATS", "RowSource", "open_dataset"]
 
 FORMATS: tuple[str, ...] = ("jsonl", "ragas", "csv", "golden-yaml", "deepeval", "openinference",
                            "langfuse")  # fmt: skip
@@ -62,16 +51,29 @@ def open_dataset(
         raise ConfigError(f"an outputs file applies only to format 'golden-yaml', not {format!r}")
     if format == "jsonl":
         return JsonlReader(path, ignore_unknown_fields=ignore_unknown_fields)
+    # The foreign formats' readers are imported when asked for (start-up of a JSONL run).
     if format == "ragas":
+        from ragbatch.data._ragas import RagasReader
+
         return RagasReader(path)
     if format == "deepeval":
+        from ragbatch.data._deepeval import DeepevalReader
+
         return DeepevalReader(path)
     if format == "openinference":
+        from ragbatch.data._openinference import OpenInferenceReader
+
         return OpenInferenceReader(path)
     if format == "langfuse":
+        from ragbatch.data._langfuse import LangfuseReader
+
         return LangfuseReader(path)
     if format == "csv":
+        from ragbatch.data._mapped_csv import CsvReader, parse_mapping
+
         return CsvReader(path, parse_mapping(mapping) if isinstance(mapping, str) else mapping)
     if outputs is None:
         raise ConfigError("format 'golden-yaml' needs outputs: the JSONL of system outputs")
+    from ragbatch.data._golden_yaml import GoldenYamlReader
+
     return GoldenYamlReader(path, outputs, join, ignore_unknown_fields=ignore_unknown_fields)

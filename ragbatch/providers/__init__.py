@@ -12,7 +12,12 @@ Does I/O (HTTP, SQLite files). May import ``core`` and ``ragbatch._files`` only.
 
 from __future__ import annotations
 
-# The front door: what other packages use (the modules behind it are private).
+from typing import TYPE_CHECKING
+
+from ragbatch._lazy import lazy_exports
+
+# The front door: what other packages use (the modules behind it are private). The judges a
+# run with ``--baseline recorded`` never builds are imported on first use: start-up.
 from ragbatch.providers._apikey import check_base_url, clean_key
 from ragbatch.providers._baseline import RecordedBaseline
 from ragbatch.providers._http_client import DEFAULT_MAX_RESPONSE_BYTES
@@ -26,10 +31,20 @@ from ragbatch.providers._jev import (
     JevSettings,
     OfflineJev,
 )
-from ragbatch.providers._lexical import LexicalBaseline
-from ragbatch.providers._llm_judge import API_KEY_ENV, ChatClient, LlmClaimExtractor, LlmJudge
 from ragbatch.providers._mock import MOCK_MODEL, MockProvider
 from ragbatch.providers._ratelimit import RateLimiter
+
+if TYPE_CHECKING:
+    from ragbatch.providers._lexical import LexicalBaseline
+    from ragbatch.providers._llm_judge import API_KEY_ENV, ChatClient, LlmClaimExtractor, LlmJudge
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "_lexical": ("LexicalBaseline",),
+        "_llm_judge": ("API_KEY_ENV", "ChatClient", "LlmClaimExtractor", "LlmJudge"),
+    },
+)
 
 __all__ = [
     "API_KEY_ENV",

@@ -12,12 +12,13 @@ package); ``charts`` needs the ``html`` extra. May import ``metrics`` and ``core
 
 from __future__ import annotations
 
-# The front door: what other packages use (the modules behind it are private).
+from typing import TYPE_CHECKING
+
+from ragbatch._lazy import lazy_exports
+
+# The front door: what other packages use (the modules behind it are private). What a run
+# does not need (the views, exports and merge) is imported on first use: start-up.
 from ragbatch.report._builder import ROWS_IN_FILE, ROWS_NOT_KEPT, ReportBuilder, RunInfo, summarize
-from ragbatch.report._export import DEFAULT_NAME, EXPORT_FORMATS, ExportFormat, export_rows
-from ragbatch.report._html import report_html, require_html_extra
-from ragbatch.report._markdown import report_markdown
-from ragbatch.report._merge import merge_builders
 from ragbatch.report._models import (
     DatasetInfo,
     Report,
@@ -28,13 +29,30 @@ from ragbatch.report._models import (
 )
 from ragbatch.report._rows_out import RowsWriter, merge_rows
 from ragbatch.report._text import run_text, summary_text
-from ragbatch.report._views import (
-    ROW_FIELDS,
-    DatasetView,
-    ReportView,
-    RowView,
-    report_view,
-    row_view,
+
+if TYPE_CHECKING:
+    from ragbatch.report._export import DEFAULT_NAME, EXPORT_FORMATS, ExportFormat, export_rows
+    from ragbatch.report._html import report_html, require_html_extra
+    from ragbatch.report._markdown import report_markdown
+    from ragbatch.report._merge import merge_builders
+    from ragbatch.report._views import (
+        ROW_FIELDS,
+        DatasetView,
+        ReportView,
+        RowView,
+        report_view,
+        row_view,
+    )
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "_export": ("DEFAULT_NAME", "EXPORT_FORMATS", "ExportFormat", "export_rows"),
+        "_html": ("report_html", "require_html_extra"),
+        "_markdown": ("report_markdown",),
+        "_merge": ("merge_builders",),
+        "_views": ("ROW_FIELDS", "DatasetView", "ReportView", "RowView", "report_view", "row_view"),
+    },
 )
 
 __all__ = [

@@ -16,7 +16,9 @@ Does I/O. May import every layer below it: ``calibrate``, ``compare``, ``report`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ragbatch._lazy import lazy_exports
 
 # The front door: what other packages use (the modules behind it are private).
 from ragbatch.run._config import DEFAULT_CACHE, DEFAULT_DATASET, DEFAULT_PRICING, PRICING_NAME
@@ -31,11 +33,11 @@ from ragbatch.run._options import (
     cli_fields,
     spec_of,
 )
-from ragbatch.run._shards import merge_partials
 from ragbatch.run._stop import RunCanceller
 
 if TYPE_CHECKING:
     from ragbatch.run._dask import local_cluster, run_on_dask
+    from ragbatch.run._shards import merge_partials
 
 __all__ = [
     "DEFAULT_CACHE",
@@ -59,14 +61,8 @@ __all__ = [
     "spec_of",
 ]
 
-_LAZY = {"local_cluster", "run_on_dask"}  # the Dask adapter: imported on first use (start-up)
-
-
-def __getattr__(name: str) -> Any:
-    """Load the Dask adapter (and the worker split it uses) only when it is asked for: a run
-    without ``--workers`` or ``--dask`` never imports them."""
-    if name in _LAZY:
-        from ragbatch.run import _dask
-
-        return getattr(_dask, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The Dask adapter (and the worker split it uses) and the partials' merge are imported only
+# when asked for: a run without --workers, --dask or --merge never loads them (start-up).
+__getattr__ = lazy_exports(
+    __name__, {"_dask": ("local_cluster", "run_on_dask"), "_shards": ("merge_partials",)}
+)

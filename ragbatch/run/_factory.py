@@ -30,18 +30,13 @@ from ragbatch.core import (
 )
 from ragbatch.data import open_dataset
 from ragbatch.providers import (
-    API_KEY_ENV,
     DEFAULT_MODEL,
     ENDPOINT,
     KEY_SOURCE,
     MOCK_MODEL,
     MODEL_ALIASES,
-    ChatClient,
     JevProvider,
     JevSettings,
-    LexicalBaseline,
-    LlmClaimExtractor,
-    LlmJudge,
     MockProvider,
     OfflineJev,
     RateLimiter,
@@ -53,15 +48,15 @@ from ragbatch.providers.cache import CachedProvider, ReplyCache
 from ragbatch.report import RunInfo
 from ragbatch.run._budget import BudgetedProvider, SpendLimit
 from ragbatch.run._config import RowSource
-from ragbatch.run._estimate import Estimate, estimate_run
 from ragbatch.run._options import RunOptions, check_options
 from ragbatch.run._preflight import check_outputs, check_slice_fields, option_warnings
 from ragbatch.run._progress import count_lines
 from ragbatch.run._runner import ClaimConfig
-from ragbatch.run._shards import count_shard_rows, part_rows
 
-if TYPE_CHECKING:  # calibration (policy files) is loaded only by a run that is given one
+if TYPE_CHECKING:  # loaded only by a run that needs them (start-up): calibration (policy
+    # files), the estimate and shards
     from ragbatch.calibrate import PolicyFile
+    from ragbatch.run._estimate import Estimate
 
 
 def load_pricing(path: Path) -> PricingSnapshot:
@@ -193,6 +188,8 @@ def make_claims(o: RunOptions) -> ClaimConfig | None:
         o.claims.claim_extractor
     )
     if o.claims.claim_extractor == "llm":
+        from ragbatch.providers import API_KEY_ENV, ChatClient, LlmClaimExtractor
+
         if not o.judge.judge_api_key:
             raise ConfigError(f"--claim-extractor llm needs a key: set {API_KEY_ENV}")
         chat = ChatClient(
@@ -224,8 +221,12 @@ def make_baseline(o: RunOptions) -> BaselineJudge:
     if o.judge.baseline == "recorded":
         return RecordedBaseline()
     if o.judge.baseline == "lexical":
+        from ragbatch.providers import LexicalBaseline
+
         return LexicalBaseline()
     if o.judge.baseline == "llm":
+        from ragbatch.providers import API_KEY_ENV, LlmJudge
+
         if not o.judge.judge_api_key and o.cache.mode != "offline":
             raise ConfigError(f"--baseline llm needs a key: set {API_KEY_ENV}")
         limiter = RateLimiter(o.rate.concurrency, max_rps=o.rate.max_rps)
@@ -289,6 +290,8 @@ def row_counts(o: RunOptions, reader: RowSource) -> tuple[int | None, int | None
     by_lines = i.source is None and i.format not in ("openinference", "langfuse")
     total = count_lines(str(i.dataset)) if by_lines else None
     if shard is not None:
+        from ragbatch.run._shards import count_shard_rows, part_rows
+
         jsonl = i.format == "jsonl" and i.source is None and o.display.progress != "none"
         total = count_shard_rows(i.dataset, shard) if jsonl else part_rows(reader)
     # a JSONL file's non-blank lines are its rows (any other line fails the run)
@@ -341,6 +344,8 @@ def estimate_options(o: RunOptions) -> Estimate:
     """``ragbatch estimate``: the calls, tokens and cost of the run ``o`` describes, built
     from the same parts as the run (pricing, claim mode, reader, size limits), sending
     nothing; the reply cache is only read."""
+    from ragbatch.run._estimate import estimate_run
+
     pricing = load_pricing(o.policy.pricing)
     claims = make_claims(o)
     live = o.jev.provider == "jev"

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from ragbatch._files import AtomicFile
-from ragbatch.report import Report, RowsWriter, report_bytes, report_html, report_markdown
+from ragbatch.report import Report, RowsWriter, report_bytes
 from ragbatch.run._calls import offline_models
 from ragbatch.run._config import JobResult
 from ragbatch.run._execute import Outcomes
@@ -65,9 +65,14 @@ def write_views(
 ) -> None:
     """The human views: Markdown for a PR comment, one HTML page with each row's question and
     answer (``texts``: what the run kept of them; the source is not read again)."""
+    # each view's module is imported when it is asked for (start-up)
     if o.output.markdown is not None:
+        from ragbatch.report import report_markdown
+
         staged.add(o.output.markdown, report_markdown(report).encode())
     if o.output.html is not None:
+        from ragbatch.report import report_html
+
         questions = {key: question for key, (question, _) in texts.items()}
         answers = {key: answer for key, (_, answer) in texts.items()}
         staged.add(o.output.html, report_html(report, answers, questions).encode())

@@ -18,7 +18,6 @@ from ragbatch._files import check_output
 from ragbatch.core import ConfigError
 from ragbatch.data import open_dataset, scan_lines
 from ragbatch.metrics import has_metadata_value, metadata_fields
-from ragbatch.report import require_html_extra
 from ragbatch.run._options import RunOptions
 
 LISTED_FIELDS = 20  # fields named in the error, at most
@@ -92,4 +91,6 @@ def check_outputs(o: RunOptions) -> None:
         if path is not None:
             check_output(path, option)
     if out.html is not None:
+        from ragbatch.report import require_html_extra  # the HTML view: when asked for
+
         require_html_extra()

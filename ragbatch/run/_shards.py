@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,8 +32,18 @@ from ragbatch.run._calls import CallLog
 from ragbatch.run._summary import PartSummary, write_summary
 
 PARTIAL_VERSION = 1
-_OUTCOME = TypeAdapter(RowOutcome)
-_INFO = TypeAdapter(RunInfo)
+
+
+# The partial file's row and header types, built on first use: a run that writes no partial
+# does not pay for their schemas at start-up.
+@cache
+def _outcomes() -> TypeAdapter[RowOutcome]:
+    return TypeAdapter(RowOutcome)
+
+
+@cache
+def _info() -> TypeAdapter[RunInfo]:
+    return TypeAdapter(RunInfo)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -134,12 +145,12 @@ def write_partial(
         dataset_rows=dataset_rows,
         evaluated_rows=len(outcomes),
         complete=True,
-        info=_INFO.dump_json(info),
+        info=_info().dump_json(info),
     )
     with atomic_file(path) as handle:
         handle.write(header.model_dump_json().encode() + b"\n")
         for outcome in outcomes:
-            handle.write(_OUTCOME.dump_json(outcome) + b"\n")
+            handle.write(_outcomes().dump_json(outcome) + b"\n")
 
 
 def read_partial(path: Path) -> tuple[PartialHeader, list[RowOutcome]]:
@@ -156,7 +167,7 @@ def read_partial(path: Path) -> tuple[PartialHeader, list[RowOutcome]]:
     outcomes = []
     for number, line in enumerate(lines[1:], start=2):
         try:
-            outcomes.append(_OUTCOME.validate_json(line))
+            outcomes.append(_outcomes().validate_json(line))
         except ValidationError as exc:
             raise DatasetError(
                 str(path), number, f"bad row outcome: {exc.errors()[0]['msg']}"
@@ -191,7 +202,7 @@ def merge_partials(paths: Iterable[Path]) -> tuple[RunInfo, list[RowOutcome]]:
     outcomes: list[RowOutcome] = []
     for path in paths:
         header, rows = read_partial(path)
-        headers.append((path, header, _INFO.validate_json(header.info)))
+        headers.append((path, header, _info().validate_json(header.info)))
         outcomes.extend(rows)
     if not headers:
         raise ConfigError("no partial files to merge")

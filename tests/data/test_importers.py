@@ -11,15 +11,11 @@ import pytest
 
 from ragbatch.core._errors import ConfigError, DatasetError
 from ragbatch.core._schema import Context, Golden, Row
-from ragbatch.data._formats import (
-    CsvReader,
-    RagasReader,
-    RowSource,
-    open_dataset,
-    parse_mapping,
-)
+from ragbatch.data._formats import RowSource, open_dataset
 from ragbatch.data._golden_yaml import GoldenYamlReader, expected_documents
 from ragbatch.data._jsonl import JsonlReader
+from ragbatch.data._mapped_csv import CsvReader, parse_mapping
+from ragbatch.data._ragas import RagasReader
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "datasets/samples"

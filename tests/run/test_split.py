@@ -11,7 +11,7 @@ from ragbatch.core import DatasetError
 from ragbatch.report import ReportBuilder, merge_builders, report_bytes
 from ragbatch.run._job import run_job
 from ragbatch.run._options import RunOptions
-from ragbatch.run._shards import _INFO, read_partial
+from ragbatch.run._shards import _info, read_partial
 from ragbatch.run._split import check_duplicate_ids, part_bounds, part_source, plan_rows
 from ragbatch.run._workers import run_workers
 
@@ -36,7 +36,7 @@ def test_merged_builders_of_consecutive_parts_equal_one_builder(
     header, outcomes = read_partial(tmp_path / "p.jsonl")
 
     for limit in (10_000, 5):
-        info = replace(_INFO.validate_json(header.info), max_report_rows=limit)
+        info = replace(_info().validate_json(header.info), max_report_rows=limit)
         single = ReportBuilder(info)
         for outcome in outcomes:
             single.add(outcome)
