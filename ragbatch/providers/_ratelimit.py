@@ -9,15 +9,23 @@
   underestimate leaves the bucket in debt, which later calls wait out.
 
 The clock and the sleep are injectable, so tests run on a fake clock without real sleeps.
+
+The concurrency slots are :class:`Slots`, not anyio's ``CapacityLimiter``: taking a free one
+does not yield to the event loop (the ``CapacityLimiter`` does, once a call: one more wake-up of
+every row's whole chain of coroutines; README, performance). The live path runs on asyncio
+(aiohttp), so its futures are asyncio's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from types import TracebackType
 
 import anyio
 
@@ -61,6 +69,83 @@ class Bucket:
         self.level = min(self.capacity, self.level + amount)
 
 
+class Slots:
+    """A counting semaphore whose size may change while slots are held (the adaptive limit);
+    callers wait in arrival order. A cancelled waiter leaves the queue; one cancelled just as
+    it was given a slot passes the slot on."""
+
+    __slots__ = ("_waiters", "taken", "total")
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.taken = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> None:
+        if self.taken < self.total and not self._waiters:
+            self.taken += 1  # a free slot and nobody before us: no wait, no yield
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # given a slot as it was cancelled: the next one takes it
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        self.taken -= 1
+        self._wake()
+
+    def resize(self, total: int) -> None:
+        """A new limit: held slots are kept (over a lower limit, no new one is given until
+        enough are released); a higher one lets waiters in at once."""
+        self.total = total
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.taken < self.total:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.taken += 1
+                waiter.set_result(None)
+
+
+class _Slot:
+    """``async with limiter.slot(tokens) as epoch``: one slot and the budget of one call."""
+
+    __slots__ = ("_limiter", "_tokens")
+
+    def __init__(self, limiter: RateLimiter, tokens: int) -> None:
+        self._limiter, self._tokens = limiter, tokens
+
+    async def __aenter__(self) -> int:
+        limiter = self._limiter
+        await limiter._slots.acquire()
+        try:
+            await limiter._await_budget(self._tokens)
+        except BaseException:
+            limiter._slots.release()
+            raise
+        stats = limiter.stats
+        stats.in_flight += 1
+        stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
+        return limiter._epoch
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._limiter.stats.in_flight -= 1
+        self._limiter._slots.release()
+
+
 @dataclass
 class LimiterStats:
     in_flight: int = 0
@@ -85,7 +170,7 @@ class RateLimiter:
     ) -> None:
         self.ceiling = concurrency
         self.adaptive = adaptive
-        self._slots = anyio.CapacityLimiter(concurrency)
+        self._slots = Slots(concurrency)
         self._lock = anyio.Lock()
         self._sleep = sleep
         self._clock = clock
@@ -103,7 +188,7 @@ class RateLimiter:
 
     @property
     def limit(self) -> int:
-        return int(self._slots.total_tokens)
+        return self._slots.total
 
     async def _await_budget(self, tokens: int) -> None:
         if self.requests is None and self.tokens is None and self._resume_at <= self._clock():
@@ -124,21 +209,13 @@ class RateLimiter:
             if self.tokens is not None:
                 self.tokens.take(tokens)
 
-    @asynccontextmanager
-    async def slot(self, estimated_tokens: int) -> AsyncIterator[int]:
+    def slot(self, estimated_tokens: int) -> _Slot:
         """Hold one concurrency slot and the budget for one call while it is in flight.
 
         Yields the limiter's epoch at admission: pass it to :meth:`on_throttled` so that a
         burst of 429s from calls admitted under the same limit halves it once, not once each.
         """
-        async with self._slots:
-            await self._await_budget(estimated_tokens)
-            self.stats.in_flight += 1
-            self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
-            try:
-                yield self._epoch
-            finally:
-                self.stats.in_flight -= 1
+        return _Slot(self, estimated_tokens)
 
     def settle(self, estimated_tokens: int, actual_tokens: int) -> None:
         """Reconcile a reservation with the usage the service reported."""
@@ -162,7 +239,7 @@ class RateLimiter:
             return
         self._epoch += 1
         new = max(1, math.ceil(self.limit / 2))
-        self._slots.total_tokens = new
+        self._slots.resize(new)
         self.stats.current_limit = new
         self.stats.lowest_limit = min(self.stats.lowest_limit, new)
 
@@ -178,5 +255,5 @@ class RateLimiter:
         self._successes += 1
         if self._successes >= self.limit:
             self._successes = 0
-            self._slots.total_tokens = self.limit + 1
+            self._slots.resize(self.limit + 1)
             self.stats.current_limit = self.limit

@@ -35,7 +35,9 @@ from ragbatch.providers.cache._lease import LeaseOp, Leases
 from ragbatch.providers.cache._swap import finish_interrupted_swap
 from ragbatch.providers.cache._writer import LockTaken, no_wait
 
-# Far above any real cache: diskcache must never evict an entry to fit.
+# Far above any real cache: diskcache must never evict an entry to fit. With culling off
+# (``cull_limit=0``) a write also skips diskcache's two queries for what to evict (no entry
+# expires and none is ever evicted).
 SIZE_LIMIT = 2**40
 DB_NAME = "cache.db"
 REPAIR_HINT = "move it aside or run `ragbatch cache verify --repair`"
@@ -91,7 +93,7 @@ def open_store(directory: Path) -> diskcache.Cache:
     be opened. A repair that a killed process left half done is finished first."""
     finish_interrupted_swap(directory)
     try:
-        return diskcache.Cache(str(directory), size_limit=SIZE_LIMIT)
+        return diskcache.Cache(str(directory), size_limit=SIZE_LIMIT, cull_limit=0)
     except SQLITE_FAILURES as exc:
         raise store_error(directory, exc) from None
     except (OSError, diskcache.Timeout) as exc:
