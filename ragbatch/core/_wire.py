@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -50,10 +51,30 @@ class Question(BaseModel):
     instructions: str
     criteria: Criteria = None
 
+    # Computed once per instance: the questions are shared by every row that asks them, so
+    # each row's request key and body reuse these instead of dumping eight models again.
+    @functools.cached_property
+    def wire(self) -> dict[str, Any]:
+        """Every field as JSON values (what the request key hashes). Never mutate it."""
+        return self.model_dump(mode="json")
+
+    @functools.cached_property
+    def sent(self) -> dict[str, Any]:
+        """The question as sent: no null fields. Never mutate it."""
+        return self.model_dump(mode="json", exclude_none=True)
+
     @functools.cached_property
     def estimated_tokens(self) -> int:
-        """~4 bytes a token of the question's canonical JSON (computed once per instance)."""
-        return math.ceil(len(canonical_json(self.model_dump(mode="json"))) / 4)
+        """~4 bytes a token of the question's canonical JSON."""
+        return math.ceil(len(canonical_json(self.wire)) / 4)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Question:
+        """A copy (pydantic's) that computes its cached dumps afresh: pydantic copies the
+        instance's ``__dict__``, where a cached property keeps its value."""
+        copy = super().model_copy(update=update, deep=deep)
+        for name in ("wire", "sent", "estimated_tokens"):
+            copy.__dict__.pop(name, None)
+        return copy
 
 
 class JevRequest(BaseModel):
@@ -66,8 +87,10 @@ class JevRequest(BaseModel):
     questions: dict[str, Question]
 
     def body(self) -> bytes:
-        """The JSON body as sent over HTTP."""
-        return orjson.dumps(self.model_dump(mode="json", exclude_none=True))
+        """The JSON body as sent over HTTP (``model_dump(mode="json", exclude_none=True)``:
+        null fields of the questions left out, the state as it is)."""
+        questions = {qid: question.sent for qid, question in self.questions.items()}
+        return orjson.dumps({"model": self.model, "state": self.state, "questions": questions})
 
 
 def canonical_json(value: Any) -> bytes:
@@ -81,7 +104,7 @@ def request_key(endpoint: str, request: JevRequest) -> str:
         "endpoint": endpoint,
         "model": request.model,
         "state": request.state,
-        "questions": {k: v.model_dump(mode="json") for k, v in request.questions.items()},
+        "questions": {qid: question.wire for qid, question in request.questions.items()},
     }
     return hashlib.sha256(canonical_json(payload)).hexdigest()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from ragbatch.core._wire import (
     ScoreAnswer,
     WireReply,
     parse_reply,
+    request_key,
 )
 
 REQUEST = JevRequest(
@@ -303,3 +305,38 @@ def test_request_id_is_optional() -> None:
         parse_reply(REQUEST, b"{}")
     assert info.value.request_id is None
     assert "request id" not in str(info.value)
+
+
+# -- the bytes of a request -----------------------------------------------------------------------
+
+
+def test_body_and_key_are_those_of_the_whole_model_dumped() -> None:
+    # body() and request_key() reuse each question's dump: the bytes stay those of dumping the
+    # whole request (null criteria left out of the body, kept in the key), so every existing
+    # cache key still matches
+    state = {"question": "q", "contexts": [{"id": "c1", "text": "t", "score": None}], "x": None}
+    bare = Question(type="noul", instructions="Relevant?")  # criteria None
+    asked = REQUEST.model_copy(
+        update={"state": state, "questions": {**REQUEST.questions, "b": bare}}
+    )
+    for request in (REQUEST, asked):
+        whole = orjson.dumps(request.model_dump(mode="json", exclude_none=True))
+        assert request.body() == whole
+        payload = {
+            "endpoint": "/v1/systemone",
+            "model": request.model,
+            "state": request.state,
+            "questions": {k: q.model_dump(mode="json") for k, q in request.questions.items()},
+        }
+        digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        assert request_key("/v1/systemone", request) == digest
+    assert b'"criteria":null' not in asked.body() and b'"x":null' in asked.body()
+    assert bare.wire["criteria"] is None and bare.sent is bare.sent  # dumped once
+
+
+def test_a_copied_question_dumps_its_own_fields() -> None:
+    question = Question(type="noul", instructions="Supported?")
+    assert question.wire["instructions"] == "Supported?" and question.estimated_tokens > 0
+    changed = question.model_copy(update={"instructions": "Relevant to the whole question?"})
+    assert changed.wire["instructions"] == changed.sent["instructions"] == changed.instructions
+    assert changed.estimated_tokens > question.estimated_tokens
