@@ -68,7 +68,9 @@ class Question(BaseModel):
         """~4 bytes a token of the question's canonical JSON."""
         return math.ceil(len(canonical_json(self.wire)) / 4)
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Question:
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> Question:
         """A copy (pydantic's) that computes its cached dumps afresh: pydantic copies the
         instance's ``__dict__``, where a cached property keeps its value."""
         copy = super().model_copy(update=update, deep=deep)

@@ -229,8 +229,8 @@ async def test_concurrent_misses_share_lease_transactions(
 ) -> None:
     server = start_jev_server()
     cache = ReplyCache(tmp_path / "cache")
-    gate, sizes = threading.Event(), list[int]()
-    exchange = cache.exchange_leases
+    gate, sizes, stored = threading.Event(), list[int](), list[int]()
+    exchange, put_then = cache.exchange_leases, cache.put_then
 
     def first_one_slow(ops: Sequence[tuple[LeaseOp, str]], *, wait: bool = True) -> set[str]:
         if not wait:  # as if another process held the lock: every commit goes to the thread
@@ -240,7 +240,14 @@ async def test_concurrent_misses_share_lease_transactions(
         sizes.append(len(ops))
         return exchange(ops)
 
+    def stores(entries: Any, then: Any, *, wait: bool = True) -> Any:
+        if not wait:
+            raise LockTaken("held elsewhere")
+        stored.append(len(entries))
+        return put_then(entries, then)
+
     monkeypatch.setattr(cache, "exchange_leases", first_one_slow)
+    monkeypatch.setattr(cache, "put_then", stores)
     settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
     cached = CachedProvider(JevProvider(settings, RateLimiter(40)), cache)
     leases = commit_group(cached)
@@ -256,9 +263,9 @@ async def test_concurrent_misses_share_lease_transactions(
                 await anyio.sleep(0.01)
         gate.set()
     assert server.successful == 40 and cached.stats.misses == 40
-    # the first take alone, then the 39 that waited in one transaction; 40 releases after
-    # (each in the commit that stores its row's reply)
-    assert sizes[:2] == [1, 39] and sum(sizes) == 80
+    # the first take alone, then the 39 that waited in one transaction; the 40 releases
+    # after, each in the transaction that stores its row's reply
+    assert sizes == [1, 39] and sum(stored) == 40
     await cached.aclose()
 
 
@@ -316,3 +323,57 @@ async def test_every_so_many_commits_run_in_the_thread_for_its_wal_checkpoints(
     assert commits.commits == 2 * THREAD_EVERY
     assert commits.threaded == 2 and commits.gave_way == 0
     await cached.aclose()
+
+
+# -- a group commit is one transaction ------------------------------------------------------------
+
+
+def test_a_store_and_its_release_commit_together_with_the_next_takes(tmp_path: Path) -> None:
+    cache, other = ReplyCache(tmp_path / "cache"), ReplyCache(tmp_path / "cache")
+    assert cache.acquire_lease("k1")
+    done = cache.commit_ops([("store", "k1", b"reply"), ("acquire", "k2", None)])
+    assert done.acquired == {"k2"} and done.store_error is None
+    assert cache.get("k1") == b"reply"
+    assert other.acquire_leases(["k1", "k2"]) == {"k1"}  # k1 let go, k2 held
+    cache.close()
+    other.close()
+
+
+def test_a_failed_store_keeps_its_lease_and_still_takes_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache, other = ReplyCache(tmp_path / "cache"), ReplyCache(tmp_path / "cache")
+    assert cache.acquire_leases(["k1", "k3"]) == {"k1", "k3"}
+    store = cache._store
+    assert store is not None
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store, "set", full)
+    done = cache.commit_ops(
+        [("store", "k1", b"reply"), ("release", "k3", None), ("acquire", "k2", None)]
+    )
+    assert done.acquired == {"k2"} and done.store_error is not None
+    assert "full" in str(done.store_error)
+    monkeypatch.undo()
+    assert cache.get("k1") is None
+    # k1 is still this owner's (its row lets it go itself); k3 was let go; k2 was taken
+    assert other.acquire_leases(["k1", "k2", "k3"]) == {"k3"}
+    cache.close()
+    other.close()
+
+
+def test_a_failed_lease_exchange_stores_nothing_of_its_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = ReplyCache(tmp_path / "cache")
+    assert cache.acquire_lease("k1")
+
+    def broken(*args: object) -> set[str]:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(Leases, "exchange_in", broken)
+    done = cache.commit_ops([("store", "k1", b"reply")])
+    assert done.store_error is not None and cache.get("k1") is None  # rolled back together
+    cache.close()

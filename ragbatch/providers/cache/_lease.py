@@ -125,31 +125,41 @@ class Leases:
         """The transaction of :meth:`exchange` (under its lock)."""
         self._con.execute("BEGIN IMMEDIATE")
         try:
-            self._con.executemany(
-                "DELETE FROM RagbatchLease WHERE key = ? AND owner = ?",
-                [(key, self.owner) for key in releases],
-            )
-            free = self._free(free)
-            expires = time.time() + self.ttl_s
-            self._con.executemany(
-                "INSERT OR REPLACE INTO RagbatchLease VALUES (?, ?, ?, ?, ?, ?)",
-                [(key, self.owner, _HOST, os.getpid(), _PROCESS_TOKEN, expires)
-                 for key in free],
-            )  # fmt: skip
+            held = self.exchange_in(self._con, releases, free)
             self._con.execute("COMMIT")
         except BaseException:
             if self._con.in_transaction:
                 self._con.execute("ROLLBACK")
             raise
+        return held
+
+    def exchange_in(
+        self, con: sqlite3.Connection, releases: Sequence[str], acquires: Sequence[str]
+    ) -> set[str]:
+        """:meth:`exchange` inside a write transaction the caller holds open on ``con`` (a
+        connection to the same ``cache.db``; the reply cache stores its entries in the same
+        transaction): commits nothing itself."""
+        con.executemany(
+            "DELETE FROM RagbatchLease WHERE key = ? AND owner = ?",
+            [(key, self.owner) for key in releases],
+        )
+        free = self._free(acquires, con)
+        expires = time.time() + self.ttl_s
+        con.executemany(
+            "INSERT OR REPLACE INTO RagbatchLease VALUES (?, ?, ?, ?, ?, ?)",
+            [(key, self.owner, _HOST, os.getpid(), _PROCESS_TOKEN, expires) for key in free],
+        )
         return set(free)
 
-    def _free(self, keys: Sequence[str]) -> list[str]:
-        """The keys (in order, once each) no other live owner holds."""
+    def _free(self, keys: Sequence[str], con: sqlite3.Connection | None = None) -> list[str]:
+        """The keys (in order, once each) no other live owner holds (read on ``con``, else on
+        this object's own connection)."""
+        con = self._con if con is None else con
         wanted = list(dict.fromkeys(keys))
         now, live = time.time(), set[str]()
         for start in range(0, len(wanted), _CHUNK):
             chunk = wanted[start : start + _CHUNK]
-            rows = self._con.execute(
+            rows = con.execute(
                 "SELECT key, owner, host, pid, process, expires FROM RagbatchLease"
                 f" WHERE key IN ({','.join('?' * len(chunk))})",
                 chunk,

@@ -23,10 +23,10 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import diskcache
 
@@ -34,6 +34,8 @@ from ragbatch.core import CacheError
 from ragbatch.providers.cache._lease import LeaseOp, Leases
 from ragbatch.providers.cache._swap import finish_interrupted_swap
 from ragbatch.providers.cache._writer import LockTaken, no_wait
+
+T = TypeVar("T")
 
 # Far above any real cache: diskcache must never evict an entry to fit. With culling off
 # (``cull_limit=0``) a write also skips diskcache's two queries for what to evict (no entry
@@ -116,24 +118,42 @@ def store_batch(
 ) -> int:
     """Store ``entries`` in one transaction (one commit), then empty the list: how many.
     ``wait=False``: :class:`LockTaken` instead of waiting for another writer, no checkpoint."""
+    count = len(entries)
+    store_then(store, entries, lambda con: None, wait=wait)
+    return count
+
+
+def store_then(
+    store: diskcache.Cache,
+    entries: list[tuple[str, bytes]],
+    then: Callable[[sqlite3.Connection], T],
+    *,
+    wait: bool = True,
+) -> T:
+    """:func:`store_batch`, and ``then`` run on the transaction's connection before it
+    commits (one commit for both): what ``then`` returned."""
     if wait:
-        _store_all(store, entries)
+        result = _store_all(store, entries, then)
     else:
         # diskcache's connection of this thread, and the lock wait it was opened with
         with no_wait(store._con, store._timeout):
             try:
-                _store_all(store, entries)
+                result = _store_all(store, entries, then)
             except diskcache.Timeout:  # diskcache's word for BEGIN IMMEDIATE refused
                 raise LockTaken("the cache's write lock is taken") from None
-    count = len(entries)
     entries.clear()
-    return count
+    return result
 
 
-def _store_all(store: diskcache.Cache, entries: list[tuple[str, bytes]]) -> None:
+def _store_all(
+    store: diskcache.Cache,
+    entries: list[tuple[str, bytes]],
+    then: Callable[[sqlite3.Connection], T],
+) -> T:
     with store.transact():
         for key, value in entries:
             store.set(key, value)
+        return then(store._con)
 
 
 def connect_read_only(directory: Path) -> sqlite3.Connection | None:
@@ -247,32 +267,45 @@ class ReplyCache:
         releases = [key for op, key in ops if op == "release"]
         acquires = [key for op, key in ops if op == "acquire"]
         try:
+            return self._lease_table().exchange(releases, acquires, wait=wait)
+        except SQLITE_FAILURES as exc:
+            raise store_error(self.directory, exc) from None
+
+    def _lease_table(self) -> Leases:
+        """This object's leases (the table is made on first use)."""
+        try:
             with self._lock:  # called from several threads at once: one Leases object
                 if self._leases is None:
                     self._leases = Leases(self.db_path, self.lease_s)
-            return self._leases.exchange(releases, acquires, wait=wait)
+                return self._leases
         except SQLITE_FAILURES as exc:
             raise store_error(self.directory, exc) from None
 
     def commit_ops(self, ops: Sequence[CacheOp], *, wait: bool = True) -> Committed:
-        """One group commit of a run's cache traffic: the ``store`` entries in one transaction,
-        then, in a second, letting go of their leases and of the ``release`` keys and taking the
-        ``acquire`` ones. A failed store does not fail the lease exchange (its rows let their
-        leases go themselves); it comes back as ``store_error``. ``wait=False`` (on the event
-        loop): :class:`LockTaken` instead of waiting for a lock; redoing the batch with
-        ``wait=True`` is then safe (a store already made is made again, with the same bytes)."""
+        """One group commit of a run's cache traffic, in one transaction: the ``store``
+        entries, then letting go of their leases and of the ``release`` keys and taking the
+        ``acquire`` ones. A failed store does not fail the lease exchange (that transaction
+        is rolled back and the exchange is made alone, without the leases of the entries not
+        stored: their rows let them go themselves); it comes back as ``store_error``.
+        ``wait=False`` (on the event loop): :class:`LockTaken` instead of waiting for a lock;
+        redoing the batch with ``wait=True`` is then safe (nothing of it was committed)."""
         entries = [(key, value) for op, key, value in ops if op == "store" and value is not None]
-        store_error: CacheError | None = None
-        if entries:
-            try:
-                self.put_many(entries, wait=wait)
-            except CacheError as exc:
-                store_error = exc
-        exchange = [
-            ("release" if op == "store" else op, key)
-            for op, key, _ in ops
-            if not (op == "store" and store_error is not None)
-        ]
+        exchange = [("release" if op == "store" else op, key) for op, key, _ in ops]
+        if not entries:
+            return Committed(self.exchange_leases(exchange, wait=wait) if exchange else set())
+        releases = [key for op, key in exchange if op == "release"]
+        acquires = [key for op, key in exchange if op == "acquire"]
+        leases = self._lease_table()
+        try:
+            return Committed(
+                self.put_then(
+                    entries, lambda con: leases.exchange_in(con, releases, acquires), wait=wait
+                )
+            )
+        except CacheError as exc:
+            store_error = exc
+        stored = {key for op, key, _ in ops if op == "store"}
+        exchange = [(op, key) for op, key in exchange if not (op == "release" and key in stored)]
         acquired = self.exchange_leases(exchange, wait=wait) if exchange else set[str]()
         return Committed(acquired, store_error)
 
@@ -286,10 +319,20 @@ class ReplyCache:
 
     def put_many(self, entries: Sequence[tuple[str, bytes]], *, wait: bool = True) -> None:
         """Store several entries in one transaction (one commit: see ``cache._writer``)."""
+        self.put_then(entries, lambda con: None, wait=wait)
+
+    def put_then(
+        self,
+        entries: Sequence[tuple[str, bytes]],
+        then: Callable[[sqlite3.Connection], T],
+        *,
+        wait: bool = True,
+    ) -> T:
+        """:meth:`put_many`, and ``then`` in the same transaction (:func:`store_then`)."""
         if self._store is None:
             raise CacheError(f"cache directory {self.directory} is open read-only")
         try:
-            store_batch(self._store, list(entries), wait=wait)
+            return store_then(self._store, list(entries), then, wait=wait)
         except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
             raise store_error(self.directory, exc) from None
 
