@@ -70,9 +70,19 @@ def context_count_bucket(count: int) -> str:
 
 
 _WORD = re.compile(r"\w+")
+# An ASCII byte that ``\w`` does not match -> a space (ASCII ``\w`` is [A-Za-z0-9_]).
+_ASCII_WORDS = bytes.maketrans(
+    bytes(range(128)),
+    bytes(c if chr(c).isalnum() or chr(c) == "_" else 32 for c in range(128)),
+)
 
 
 def _words(text: str) -> set[str]:
+    r"""The casefolded ``\w+`` tokens of ``text``. ASCII text (most of it) is split by a byte
+    table instead of the regex: the same tokens, in half the time (it ran on every context
+    of every row)."""
+    if text.isascii():
+        return set(text.lower().encode().translate(_ASCII_WORDS).decode().split())
     return set(_WORD.findall(text.casefold()))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +13,7 @@ from ragbatch.metrics._slices import (
     NONE_VALUE,
     RULE,
     SliceItem,
+    _words,
     context_count_bucket,
     is_near_duplicate_top3,
     jaccard,
@@ -172,3 +174,14 @@ def test_table_ignores_row_order(rows: list[tuple[str, float]], rnd: random.Rand
     shuffled = list(items)
     rnd.shuffle(shuffled)
     assert slice_table(items, mean_metrics(["m"])) == slice_table(shuffled, mean_metrics(["m"]))
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
+def test_ascii_text_is_tokenized_as_the_regex_does(text: str) -> None:
+    # the byte-table split of ASCII text gives exactly the casefolded \w+ tokens
+    assert _words(text) == set(re.findall(r"\w+", text.casefold()))
+
+
+def test_other_text_is_tokenized_by_the_regex() -> None:
+    assert _words("Straße ÉTÉ naïve_1, x") == {"strasse", "été", "naïve_1", "x"}
