@@ -19,4 +19,5 @@ if TYPE_CHECKING:
 __all__ = ["evaluate", "evaluate_async"]
 
 
+# The API is loaded on first use, so ``import ragbatch.core._schema`` stays light.
 __getattr__ = lazy_exports(__name__, {"_api": __all__})

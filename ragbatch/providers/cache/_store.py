@@ -304,8 +304,7 @@ class ReplyCache:
             )
         except CacheError as exc:
             store_error = exc
-        stored = {key for op, key, _ in ops if op == "store"}
-        exchange = [(op, key) for op, key in exchange if not (op == "release" and key in stored)]
+        exchange = [(op, key) for op, key, _ in ops if op != "store"]
         acquired = self.exchange_leases(exchange, wait=wait) if exchange else set[str]()
         return Committed(acquired, store_error)
 
