@@ -24,13 +24,19 @@ from ragbatch.report._models import RowResult
 class RowsWriter:
     """Appends each row's result as the runner hands it on (input order) and flushes, so a
     crash leaves every row before it on disk (in a ``.<name>.<random>.part`` file beside it:
-    :meth:`leftovers_of`); the file appears under its name at the end."""
+    :meth:`leftovers_of`); the file appears under its name at the end.
+
+    ``flush=False`` leaves the lines in the file's buffer until it fills: for a shard's file
+    that its parent reads back whole and nobody reads after a crash (a ``--workers`` worker's, a
+    Dask task's). Its flush a row was a system call a row, and in a Dask task each released the
+    GIL to the worker's event loop, which then woke to lose it again (README, scale-out)."""
 
     SUFFIX = "part"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, flush: bool = True) -> None:
         self.path = path
         self._file = AtomicFile(path, self.SUFFIX)
+        self._flush = flush
 
     @classmethod
     def leftovers_of(cls, path: Path) -> list[Path]:
@@ -45,7 +51,7 @@ class RowsWriter:
 
     def write_line(self, line: bytes) -> None:
         """One already serialised row result (without its newline)."""
-        self._file.write(line + b"\n", flush=True)
+        self._file.write(line + b"\n", flush=self._flush)
 
     def close(self) -> None:
         """Put the file under its name."""

@@ -73,7 +73,7 @@ async def _run_parts(
     staged = StagedFiles()
     try:
         try:
-            rows_out = staged.rows(options.output.rows_out)
+            rows_out = staged.rows(options.output.rows_out, options.output.flush_rows)
             kept = await execute(parts, rows_out, canceller)
         finally:
             await parts.aclose()

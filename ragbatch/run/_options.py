@@ -100,6 +100,8 @@ class OutputOptions:
     rows_out: Path | None = option(None, "Stream per-row results to this JSONL, in input order, as rows complete.")  # fmt: skip
     max_report_rows: int | None = option(10_000, "Above this many rows the report keeps aggregates only (use --rows-out).", cli_type=int, min=0)  # fmt: skip
     run_record: Path | None = option(None, "Also write run timings (not part of the deterministic report).")  # fmt: skip
+    # False: --rows-out is a shard's scratch file its parent reads back whole (RowsWriter)
+    flush_rows: bool = option(True, "", cli=False)
 
 
 @dataclass(frozen=True)

@@ -40,11 +40,11 @@ class StagedFiles:
         self._files.append((file.commit, file.discard))
         file.write(data, flush=True)
 
-    def rows(self, path: Path | None) -> RowsWriter | None:
+    def rows(self, path: Path | None, flush: bool = True) -> RowsWriter | None:
         """The --rows-out writer, its file staged like the others."""
         if path is None:
             return None
-        writer = RowsWriter(path)
+        writer = RowsWriter(path, flush=flush)
         self._files.append((writer.close, writer.discard))
         return writer
 

@@ -65,6 +65,7 @@ def shard_config(
         dask=None,
         partial_out=partial,
         rows_out=rows,
+        flush_rows=False,  # read back whole by the parent; a crash discards it
         out=None,
         run_record=None,
         markdown=None,  # the parent writes the views of the merged report
