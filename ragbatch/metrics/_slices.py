@@ -89,7 +89,8 @@ def _words(text: str) -> set[str]:
 def _overlap(left: set[str], right: set[str]) -> float:
     if not left and not right:
         return 1.0
-    return len(left & right) / len(left | right)
+    shared = len(left & right)
+    return shared / (len(left) + len(right) - shared)  # the union's size, not the union
 
 
 def jaccard(a: str, b: str) -> float:

@@ -152,10 +152,12 @@ class JevProvider:
                 self.redact(str(error)), kind=error.kind, request_id=request_id
             ) from None
         wire = masked_reply(wire, self.redact)  # a server that echoes the key stores none
-        usage = TokenUsage(
+        # Built from fields the wire model has just validated (the same answer types): not
+        # validated again.
+        usage = TokenUsage.model_construct(
             input_tokens=wire.usage.input_tokens, output_tokens=wire.usage.output_tokens
         )
-        value = Reply(
+        value = Reply.model_construct(
             model=wire.model,
             answers=wire.answers,
             usage=usage,

@@ -29,7 +29,7 @@ from ragbatch.data._jsonl import JsonlReader
 from ragbatch.providers._jev import JevProvider, JevSettings
 from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.providers.cache._lease import _HOST, LeaseOp, Leases
-from ragbatch.providers.cache._replies import CachedProvider, ReplyCache
+from ragbatch.providers.cache._replies import CachedProvider, CachePath, ReplyCache
 from ragbatch.providers.cache._writer import THREAD_EVERY, GroupCommit, LockTaken
 from ragbatch.testing import Fault, JevServer
 
@@ -377,3 +377,66 @@ def test_a_failed_lease_exchange_stores_nothing_of_its_batch(
     done = cache.commit_ops([("store", "k1", b"reply")])
     assert done.store_error is not None and cache.get("k1") is None  # rolled back together
     cache.close()
+
+
+# -- the acquiring commit says whether there is an entry to read ---------------------------------
+
+
+def test_an_acquiring_commit_says_which_taken_keys_have_an_entry(tmp_path: Path) -> None:
+    cache, other = ReplyCache(tmp_path / "cache"), ReplyCache(tmp_path / "cache")
+    other.put("k1", b"stored before the take")
+    done = cache.commit_ops([("acquire", "k1", None), ("acquire", "k2", None)])
+    assert done.acquired == {"k1", "k2"} and done.stored == {"k1"}
+    # the same inside a commit that also stores (one transaction)
+    other.put("k3", b"also there")
+    done = cache.commit_ops([("store", "k1", b"mine"), ("acquire", "k3", None)])
+    assert done.acquired == {"k3"} and done.stored == {"k3"}
+    cache.close()
+    other.close()
+
+
+class CountedPath(CachePath[bytes]):
+    """Counts reads; ``before_claim`` runs right after the first lookup missed."""
+
+    def __init__(self, cache: ReplyCache, before_claim: Callable[[], None] = lambda: None) -> None:
+        super().__init__(cache)
+        self.reads, self.before_claim = 0, before_claim
+
+    def lookup(self, key: str, decode: Callable[[bytes], bytes]) -> bytes | None:
+        self.reads += 1
+        found = super().lookup(key, decode)
+        if self.reads == 1:
+            self.before_claim()
+        return found
+
+
+async def fetch_once(path: CountedPath, sent: list[str]) -> bytes:
+    async def send() -> bytes:
+        sent.append("k")
+        return b"fetched"
+
+    return await path.fetch("k", bytes, bytes, send, lambda hit: hit)
+
+
+@pytest.mark.anyio
+async def test_a_miss_reads_the_cache_once_when_the_take_found_no_entry(tmp_path: Path) -> None:
+    path, sent = CountedPath(ReplyCache(tmp_path / "cache")), list[str]()
+    assert await fetch_once(path, sent) == b"fetched"
+    assert path.reads == 1 and sent == ["k"]  # no second read after the lease was taken
+    path.cache.close()
+
+
+@pytest.mark.anyio
+async def test_an_entry_stored_between_the_miss_and_the_take_is_read_not_sent(
+    tmp_path: Path,
+) -> None:
+    """Another process stores the entry (and lets its lease go) after this one's lookup
+    missed and before it takes the lease: the taking commit sees the entry, so it is read."""
+    other = ReplyCache(tmp_path / "cache")
+    path, sent = CountedPath(ReplyCache(tmp_path / "cache"), lambda: other.put("k", b"theirs")), []
+    assert await fetch_once(path, sent) == b"theirs"
+    assert path.reads == 2 and sent == []
+    with sqlite3.connect(tmp_path / "cache" / "cache.db") as con:  # the lease was let go
+        assert con.execute("SELECT count(*) FROM RagbatchLease").fetchone() == (0,)
+    path.cache.close()
+    other.close()

@@ -35,7 +35,7 @@ _HOST = socket.gethostname()
 _OPEN_OWNERS: set[str] = set()
 
 LeaseOp = Literal["acquire", "release"]
-_CHUNK = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
+KEYS_PER_QUERY = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
 _TIMEOUT_S = 60.0  # how long a commit in a thread waits for another process's write lock
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS RagbatchLease ("
@@ -157,8 +157,8 @@ class Leases:
         con = self._con if con is None else con
         wanted = list(dict.fromkeys(keys))
         now, live = time.time(), set[str]()
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start : start + _CHUNK]
+        for start in range(0, len(wanted), KEYS_PER_QUERY):
+            chunk = wanted[start : start + KEYS_PER_QUERY]
             rows = con.execute(
                 "SELECT key, owner, host, pid, process, expires FROM RagbatchLease"
                 f" WHERE key IN ({','.join('?' * len(chunk))})",

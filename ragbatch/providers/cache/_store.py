@@ -23,15 +23,15 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar
 
 import diskcache
 
 from ragbatch.core import CacheError
-from ragbatch.providers.cache._lease import LeaseOp, Leases
+from ragbatch.providers.cache._lease import KEYS_PER_QUERY, LeaseOp, Leases
 from ragbatch.providers.cache._swap import finish_interrupted_swap
 from ragbatch.providers.cache._writer import LockTaken, no_wait
 
@@ -60,10 +60,13 @@ CacheOp = tuple[Literal["acquire", "release", "store"], str, bytes | None]
 
 @dataclass(frozen=True, slots=True)
 class Committed:
-    """What one group commit did: the ``acquire`` keys held now, and why its stores failed."""
+    """What one group commit did: the ``acquire`` keys held now, why its stores failed, and
+    which of the acquired keys had an entry when they were taken (``stored``: a key not in it
+    had none, so its holder need not read the cache again before it sends)."""
 
     acquired: set[str]
     store_error: CacheError | None = None
+    stored: set[str] = field(default_factory=set)
 
 
 class UnreadableEntry(CacheError):
@@ -292,21 +295,46 @@ class ReplyCache:
         entries = [(key, value) for op, key, value in ops if op == "store" and value is not None]
         exchange = [("release" if op == "store" else op, key) for op, key, _ in ops]
         if not entries:
-            return Committed(self.exchange_leases(exchange, wait=wait) if exchange else set())
+            acquired = self.exchange_leases(exchange, wait=wait) if exchange else set[str]()
+            return Committed(acquired, stored=self._stored(acquired))
         releases = [key for op, key in exchange if op == "release"]
         acquires = [key for op, key in exchange if op == "acquire"]
         leases = self._lease_table()
+
+        def exchange_then_look(con: sqlite3.Connection) -> Committed:
+            acquired = leases.exchange_in(con, releases, acquires)
+            return Committed(acquired, stored=self._stored(acquired, con))
+
         try:
-            return Committed(
-                self.put_then(
-                    entries, lambda con: leases.exchange_in(con, releases, acquires), wait=wait
-                )
-            )
+            return self.put_then(entries, exchange_then_look, wait=wait)
         except CacheError as exc:
             store_error = exc
         exchange = [(op, key) for op, key, _ in ops if op != "store"]
         acquired = self.exchange_leases(exchange, wait=wait) if exchange else set[str]()
-        return Committed(acquired, store_error)
+        return Committed(acquired, store_error, self._stored(acquired))
+
+    def _stored(self, keys: Collection[str], con: sqlite3.Connection | None = None) -> set[str]:
+        """Which of ``keys`` (just acquired) have an entry: one indexed query on ``con`` (the
+        acquiring transaction's) or on this thread's connection, after the acquire committed.
+        Either way it sees every entry stored before the lease was taken (its holder stores
+        before it lets go). When SQLite cannot tell, every key counts as stored: the holder
+        then reads the entry as before, which handles the failure."""
+        if not keys or self._store is None:
+            return set()
+        wanted = list(keys)
+        found: set[str] = set()
+        try:
+            con = self._store._con if con is None else con
+            for start in range(0, len(wanted), KEYS_PER_QUERY):
+                chunk = wanted[start : start + KEYS_PER_QUERY]
+                marks = ",".join("?" * len(chunk))
+                rows = con.execute(
+                    f"SELECT key FROM Cache WHERE key IN ({marks}) AND raw = 1", chunk
+                ).fetchall()
+                found.update(row[0] for row in rows)
+        except SQLITE_FAILURES:
+            return set(wanted)
+        return found
 
     def put(self, key: str, value: bytes) -> None:
         if self._store is None:

@@ -75,7 +75,7 @@ class _Batch(Generic[T, R]):
 
     def __init__(self) -> None:
         self.items: list[T] = []
-        self.done = anyio.Event()
+        self.done = False
         self.error: BaseException | None = None
         self.result: R | None = None
 
@@ -96,7 +96,9 @@ class GroupCommit(Generic[T, R]):
         self._inline = inline
         self._batch: _Batch[T, R] = _Batch()
         self._committing = False
-        self._idle = anyio.Event()  # set (and replaced) whenever a commit ends
+        # what items that arrive during a commit wait on (made by the first: set and
+        # dropped when the commit ends)
+        self._idle: anyio.Event | None = None
         self.commits = 0
         self.threaded = 0  # commits that ran in the thread
         self.gave_way = 0  # inline commits that found the lock taken
@@ -116,8 +118,10 @@ class GroupCommit(Generic[T, R]):
         what the commit raised)."""
         batch = self._batch
         batch.items.append(item)
-        while not batch.done.is_set():
+        while not batch.done:
             if self._committing:
+                if self._idle is None:
+                    self._idle = anyio.Event()
                 await self._idle.wait()
             else:  # nobody commits: our item is in the open batch, commit it
                 await self._commit_open_batch()
@@ -136,10 +140,11 @@ class GroupCommit(Generic[T, R]):
         except Exception as exc:
             batch.error = exc
         finally:
-            batch.done.set()
+            batch.done = True
             self._committing = False
-            idle, self._idle = self._idle, anyio.Event()
-            idle.set()
+            idle, self._idle = self._idle, None
+            if idle is not None:
+                idle.set()
 
     async def _run(self, items: list[T]) -> R:
         """Commit inline when it can do so without waiting, else in the thread."""
