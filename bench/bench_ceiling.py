@@ -20,6 +20,10 @@ row, rows of 3 contexts: 8 questions); its user+sys CPU is the whole process's (
 * ``--without-sniffio`` runs every client as if sniffio were not installed (anyio >= 4.11
   no longer pulls it in): ``import sniffio`` then fails after a real search of sys.path
   outside site-packages, as it does on such an interpreter.
+* ``--no-cache-stack`` adds the stack ``this --no-cache``: the same package without the reply
+  cache, so the cost of the cache's guarantees (a kill -9 loses at most the calls in flight,
+  processes sharing a cache never pay twice: a group commit and a lease a row) shows apart
+  from the rest of the row.
 * ``--repeat N`` runs every case N times, each time starting with another stack, and
   prints the median ratios (each taken within one repetition).
 * After the sweep, each stack replays its 256-concurrency cache ``--offline`` (warm-cache
@@ -61,6 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.synth import sentence
 
 FLOOR = Path(__file__).resolve().parent / "floor_client.py"
+NO_CACHE_STACK = "this --no-cache"  # ``this`` without the reply cache (--no-cache-stack)
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "bench-key"
@@ -417,7 +422,8 @@ class Bench:
         else:
             args = [
                 str(self.dataset(rows)), "--provider", "jev", "--model", MODEL,
-                "--base-url", server.url, "--api-key", KEY, "--cache-dir", str(cache),
+                "--base-url", server.url, "--api-key", KEY,
+                *(["--no-cache"] if stack == NO_CACHE_STACK else ["--cache-dir", str(cache)]),
                 "--concurrency", str(concurrency), "--out", str(self.tmp / "report.json"),
                 "--run-record", str(record), "--quiet",
                 "--pricing", str(ROOT / "pricing/typesafe-2026-12.json"),
@@ -501,6 +507,7 @@ def main() -> None:
     parser.add_argument("--reference", metavar="REV")
     parser.add_argument("--without-sniffio", action="store_true")
     parser.add_argument("--no-replay", action="store_true")
+    parser.add_argument("--no-cache-stack", action="store_true", help="also this --no-cache")
     parser.add_argument("--repeat", type=int, default=1, help="repetitions, order rotated")
     args = parser.parse_args()
     if args.serve:
@@ -523,6 +530,8 @@ def main() -> None:
             args.reference = Path(args.reference).name
         elif args.reference:
             stacks[args.reference] = archive(args.reference, tmp / "reference")
+        if args.no_cache_stack:
+            stacks[NO_CACHE_STACK] = ROOT
         bench = Bench(tmp, stacks, args.without_sniffio)
         for name in stacks:
             print(f"stack {name}: {bench.origin(name)}")
@@ -570,6 +579,7 @@ def main() -> None:
                 replays = {
                     name: bench.run(name, 256, args.latency_ms, rows, offline=True)
                     for name in stacks
+                    if name != NO_CACHE_STACK  # nothing to replay
                 }
                 for result in replays.values():
                     print(result.line(None))
