@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import diskcache
 import pytest
 
 from ragbatch.core._errors import ProviderError
@@ -439,4 +440,43 @@ async def test_an_entry_stored_between_the_miss_and_the_take_is_read_not_sent(
     with sqlite3.connect(tmp_path / "cache" / "cache.db") as con:  # the lease was let go
         assert con.execute("SELECT count(*) FROM RagbatchLease").fetchone() == (0,)
     path.cache.close()
+    other.close()
+
+
+# -- the schema: lean for a new cache, an older one still works -----------------------------------
+
+
+def schema(db: Path) -> dict[str, str]:
+    with sqlite3.connect(db) as con:
+        return {name: sql for name, sql in con.execute("SELECT name, sql FROM sqlite_master")}
+
+
+def test_a_new_cache_keeps_no_store_time_index_and_leases_without_rowid(tmp_path: Path) -> None:
+    cache = ReplyCache(tmp_path / "cache")
+    assert cache.acquire_lease("k")
+    tables = schema(tmp_path / "cache" / "cache.db")
+    assert "Cache_store_time" not in tables  # one index less to update a write
+    assert tables["RagbatchLease"].endswith("WITHOUT ROWID")
+    cache.close()
+
+
+def test_a_cache_made_with_the_earlier_schema_is_used_as_it_is(tmp_path: Path) -> None:
+    old = diskcache.Cache(str(tmp_path / "cache"))  # least-recently-stored: its index
+    old.set("k0", b"earlier")
+    old.close()
+    with sqlite3.connect(tmp_path / "cache" / "cache.db") as con:  # the lease table of before
+        con.execute(
+            "CREATE TABLE RagbatchLease (key TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+            " host TEXT NOT NULL, pid INTEGER NOT NULL, process TEXT NOT NULL,"
+            " expires REAL NOT NULL)"
+        )
+    cache, other = ReplyCache(tmp_path / "cache"), ReplyCache(tmp_path / "cache")
+    assert cache.get("k0") == b"earlier"
+    assert cache.acquire_lease("k1") and not other.acquire_lease("k1")
+    done = cache.commit_ops([("store", "k1", b"reply"), ("acquire", "k2", None)])
+    assert done.acquired == {"k2"} and done.store_error is None
+    assert other.get("k1") == b"reply" and other.acquire_leases(["k1", "k2"]) == {"k1"}
+    tables = schema(tmp_path / "cache" / "cache.db")
+    assert "Cache_store_time" in tables and "WITHOUT ROWID" not in tables["RagbatchLease"]
+    cache.close()
     other.close()

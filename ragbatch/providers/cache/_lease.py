@@ -37,10 +37,12 @@ _OPEN_OWNERS: set[str] = set()
 LeaseOp = Literal["acquire", "release"]
 KEYS_PER_QUERY = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
 _TIMEOUT_S = 60.0  # how long a commit in a thread waits for another process's write lock
+# WITHOUT ROWID: the key is the table's only b-tree (a lease written and deleted a row touches
+# one page, not a table page and its primary-key index's). A table made before stays as it is.
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS RagbatchLease ("
     " key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,"
-    " process TEXT NOT NULL, expires REAL NOT NULL)"
+    " process TEXT NOT NULL, expires REAL NOT NULL) WITHOUT ROWID"
 )
 
 

@@ -99,7 +99,8 @@ def _rowids(con: sqlite3.Connection) -> tuple[list[int], bool]:
     highest = max(found, default=0)
     for query in (
         "SELECT max(rowid) FROM Cache",
-        "SELECT max(rowid) FROM Cache INDEXED BY Cache_store_time",
+        "SELECT max(rowid) FROM Cache INDEXED BY Cache_store_time",  # caches before 'none'
+        "SELECT max(rowid) FROM Cache INDEXED BY Cache_expire_time",
         "SELECT max(rowid) FROM Cache INDEXED BY Cache_key_raw",
     ):
         try:
