@@ -434,7 +434,8 @@ async def test_an_entry_stored_between_the_miss_and_the_take_is_read_not_sent(
     """Another process stores the entry (and lets its lease go) after this one's lookup
     missed and before it takes the lease: the taking commit sees the entry, so it is read."""
     other = ReplyCache(tmp_path / "cache")
-    path, sent = CountedPath(ReplyCache(tmp_path / "cache"), lambda: other.put("k", b"theirs")), []
+    sent: list[str] = []
+    path = CountedPath(ReplyCache(tmp_path / "cache"), lambda: other.put("k", b"theirs"))
     assert await fetch_once(path, sent) == b"theirs"
     assert path.reads == 2 and sent == []
     with sqlite3.connect(tmp_path / "cache" / "cache.db") as con:  # the lease was let go
