@@ -46,7 +46,7 @@ from bench.synth import write_dataset
 IDLE_S = 1.0  # how long the cluster's idle CPU is measured before a Dask case
 UNCAPPED = (
     "import sys; from ragbatch.run import _workers; _workers.available_cores = lambda: 1024;"
-    " from ragbatch.cli import main; sys.argv[0] = 'ragbatch'; main()"
+    " from ragbatch.cli import entry; sys.argv[0] = 'ragbatch'; entry()"
 )
 
 

@@ -1,3 +1,3 @@
-from ragbatch.cli import main
+from ragbatch.cli import entry
 
-main()
+entry()

@@ -11,12 +11,16 @@ other commands' imports: see the README's start-up figures).
 
 from __future__ import annotations
 
+import atexit
+import os
 import sys
+import threading
+from collections.abc import Callable
 
 
 def main() -> None:
-    """Console entry point: ``ragbatch run ...`` loads only the run command, anything else the
-    whole command line (help included)."""
+    """The command line: ``ragbatch run ...`` loads only the run command, anything else the
+    whole command line (help included). Ends in SystemExit, as a typer app does."""
     if sys.argv[1:2] == ["run"]:
         from ragbatch.cli._run_app import app
     else:
@@ -24,4 +28,40 @@ def main() -> None:
     sys.exit(app())
 
 
-__all__ = ["main"]
+def entry() -> None:
+    """The ``ragbatch`` program (the console script, ``python -m ragbatch``): :func:`main`,
+    then the process ends without tearing the interpreter down.
+
+    When ``main`` is done, its outputs are committed and closed, its caches closed, its workers
+    and clusters stopped. What Python's own exit does that anyone could see is done here too,
+    in its order: non-daemon threads joined (threading's shutdown, which also stops idle
+    thread pools), atexit callbacks run (logging, multiprocessing, ``weakref.finalize``), the
+    standard streams flushed, the same exit status. Only the teardown of every module and
+    object is skipped: ~0.05 s of CPU a process, 14 % of a one-row run's (README,
+    performance). In-process callers (tests, notebooks) use :func:`main`.
+    """
+    try:
+        main()
+        code: object = None
+    except SystemExit as exc:
+        code = exc.code
+    shutdown: Callable[[], None] | None = getattr(threading, "_shutdown", None)
+    run_exitfuncs: Callable[[], None] | None = getattr(atexit, "_run_exitfuncs", None)
+    if shutdown is None or run_exitfuncs is None:  # another Python: exit the usual way
+        raise SystemExit(code)
+    if code is None or isinstance(code, int):
+        status = int(code or 0)
+    else:  # as Python does for SystemExit("message"), before its shutdown
+        print(code, file=sys.stderr)
+        status = 1
+    shutdown()
+    run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # e.g. a closed pipe: let Python say it, as it would
+        raise SystemExit(code) from None
+    os._exit(status)
+
+
+__all__ = ["entry", "main"]
