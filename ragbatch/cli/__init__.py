@@ -60,7 +60,7 @@ def entry() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):  # e.g. a closed pipe: let Python say it, as it would
-        raise SystemExit(code) from None
+        raise SystemExit(status) from None  # (the message, if any, is already out)
     os._exit(status)
 
 
