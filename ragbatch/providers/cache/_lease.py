@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ragbatch.providers.cache._writer import LockTaken, no_wait
 
@@ -35,7 +35,7 @@ _HOST = socket.gethostname()
 _OPEN_OWNERS: set[str] = set()
 
 LeaseOp = Literal["acquire", "release"]
-KEYS_PER_QUERY = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
+_CHUNK = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
 _TIMEOUT_S = 60.0  # how long a commit in a thread waits for another process's write lock
 # WITHOUT ROWID: the key is the table's only b-tree (a lease written and deleted a row touches
 # one page, not a table page and its primary-key index's). A table made before stays as it is.
@@ -44,6 +44,19 @@ _SCHEMA = (
     " key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,"
     " process TEXT NOT NULL, expires REAL NOT NULL) WITHOUT ROWID"
 )
+
+
+def rows_with_keys(
+    con: sqlite3.Connection, select: str, keys: Sequence[str], also: str = ""
+) -> list[tuple[Any, ...]]:
+    """``select`` (a ``SELECT … FROM table``) ``WHERE key IN keys`` (``also``: more conditions,
+    ``AND …``), in chunks under SQLite's limit on variables."""
+    rows: list[tuple[Any, ...]] = []
+    for start in range(0, len(keys), _CHUNK):
+        chunk = keys[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        rows += con.execute(f"{select} WHERE key IN ({marks}){also}", chunk).fetchall()
+    return rows
 
 
 def is_process_alive(pid: int) -> bool:
@@ -158,15 +171,11 @@ class Leases:
         this object's own connection)."""
         con = self._con if con is None else con
         wanted = list(dict.fromkeys(keys))
-        now, live = time.time(), set[str]()
-        for start in range(0, len(wanted), KEYS_PER_QUERY):
-            chunk = wanted[start : start + KEYS_PER_QUERY]
-            rows = con.execute(
-                "SELECT key, owner, host, pid, process, expires FROM RagbatchLease"
-                f" WHERE key IN ({','.join('?' * len(chunk))})",
-                chunk,
-            ).fetchall()
-            live.update(row[0] for row in rows if self._is_live(row[1:], now))
+        now = time.time()
+        rows = rows_with_keys(
+            con, "SELECT key, owner, host, pid, process, expires FROM RagbatchLease", wanted
+        )
+        live = {row[0] for row in rows if self._is_live(row[1:], now)}
         return [key for key in wanted if key not in live]
 
     def release(self, key: str) -> None:

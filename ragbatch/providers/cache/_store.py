@@ -31,7 +31,7 @@ from typing import Literal, TypeVar
 import diskcache
 
 from ragbatch.core import CacheError
-from ragbatch.providers.cache._lease import KEYS_PER_QUERY, LeaseOp, Leases
+from ragbatch.providers.cache._lease import LeaseOp, Leases, rows_with_keys
 from ragbatch.providers.cache._swap import finish_interrupted_swap
 from ragbatch.providers.cache._writer import LockTaken, no_wait
 
@@ -324,20 +324,12 @@ class ReplyCache:
         then reads the entry as before, which handles the failure."""
         if not keys or self._store is None:
             return set()
-        wanted = list(keys)
-        found: set[str] = set()
+        con = self._store._con if con is None else con
         try:
-            con = self._store._con if con is None else con
-            for start in range(0, len(wanted), KEYS_PER_QUERY):
-                chunk = wanted[start : start + KEYS_PER_QUERY]
-                marks = ",".join("?" * len(chunk))
-                rows = con.execute(
-                    f"SELECT key FROM Cache WHERE key IN ({marks}) AND raw = 1", chunk
-                ).fetchall()
-                found.update(row[0] for row in rows)
+            return {row[0] for row in rows_with_keys(con, "SELECT key FROM Cache", list(keys),
+                                                     " AND raw = 1")}  # fmt: skip
         except SQLITE_FAILURES:
-            return set(wanted)
-        return found
+            return set(keys)
 
     def put(self, key: str, value: bytes) -> None:
         if self._store is None:
