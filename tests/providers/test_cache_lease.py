@@ -31,6 +31,7 @@ from ragbatch.providers._jev import JevProvider, JevSettings
 from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.providers.cache._lease import _HOST, LeaseOp, Leases
 from ragbatch.providers.cache._replies import CachedProvider, CachePath, ReplyCache
+from ragbatch.providers.cache._store import CacheOp, Committed
 from ragbatch.providers.cache._writer import THREAD_EVERY, GroupCommit, LockTaken
 from ragbatch.testing import Fault, JevServer
 
@@ -231,24 +232,21 @@ async def test_concurrent_misses_share_lease_transactions(
     server = start_jev_server()
     cache = ReplyCache(tmp_path / "cache")
     gate, sizes, stored = threading.Event(), list[int](), list[int]()
-    exchange, put_then = cache.exchange_leases, cache.put_then
+    commit_ops = cache.commit_ops
 
-    def first_one_slow(ops: Sequence[tuple[LeaseOp, str]], *, wait: bool = True) -> set[str]:
+    def first_one_slow(ops: Sequence[CacheOp], *, wait: bool = True) -> Committed:
         if not wait:  # as if another process held the lock: every commit goes to the thread
             raise LockTaken("held elsewhere")
-        if not sizes:
-            gate.wait(10)  # the other rows' leases pile up behind the first commit
-        sizes.append(len(ops))
-        return exchange(ops)
+        storing = sum(op == "store" for op, _, _ in ops)
+        if storing:
+            stored.append(storing)
+        else:
+            if not sizes:
+                gate.wait(10)  # the other rows' leases pile up behind the first commit
+            sizes.append(len(ops))
+        return commit_ops(ops)
 
-    def stores(entries: Any, then: Any, *, wait: bool = True) -> Any:
-        if not wait:
-            raise LockTaken("held elsewhere")
-        stored.append(len(entries))
-        return put_then(entries, then)
-
-    monkeypatch.setattr(cache, "exchange_leases", first_one_slow)
-    monkeypatch.setattr(cache, "put_then", stores)
+    monkeypatch.setattr(cache, "commit_ops", first_one_slow)
     settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
     cached = CachedProvider(JevProvider(settings, RateLimiter(40)), cache)
     leases = commit_group(cached)
@@ -481,3 +479,25 @@ def test_a_cache_made_with_the_earlier_schema_is_used_as_it_is(tmp_path: Path) -
     assert "Cache_store_time" in tables and "WITHOUT ROWID" not in tables["RagbatchLease"]
     cache.close()
     other.close()
+
+
+def test_a_poll_reads_first_and_a_first_take_writes_at_once(tmp_path: Path) -> None:
+    """Rows waiting for another owner's lease (``poll``) take no write lock while it is
+    held; a first take goes straight to the write transaction (no read before it)."""
+    ours, theirs = ReplyCache(tmp_path / "cache"), ReplyCache(tmp_path / "cache")
+    key = "k" * 64
+    assert theirs.acquire_lease(key)
+    blocker = sqlite3.connect(tmp_path / "cache" / "cache.db", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    try:
+        assert ours.commit_ops([("poll", key, None)], wait=False).acquired == set()
+        with pytest.raises(LockTaken):
+            ours.commit_ops([("acquire", key, None)], wait=False)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert ours.commit_ops([("poll", key, None)], wait=False).acquired == set()  # still held
+    theirs.release_lease(key)
+    assert ours.commit_ops([("poll", key, None)], wait=False).acquired == {key}
+    ours.close()
+    theirs.close()

@@ -126,7 +126,7 @@ class Leases:
             raise LockTaken("the lease connection is in use")
         try:
             # A plain read first when only taking: waiting takes no write lock.
-            free = list(acquires) if releases else self._free(acquires)
+            free = list(acquires) if releases else self.free(acquires)
             if not free and not releases:
                 return set()
             if wait:
@@ -158,7 +158,7 @@ class Leases:
             "DELETE FROM RagbatchLease WHERE key = ? AND owner = ?",
             [(key, self.owner) for key in releases],
         )
-        free = self._free(acquires, con)
+        free = self.free(acquires, con)
         expires = time.time() + self.ttl_s
         con.executemany(
             "INSERT OR REPLACE INTO RagbatchLease VALUES (?, ?, ?, ?, ?, ?)",
@@ -166,7 +166,7 @@ class Leases:
         )
         return set(free)
 
-    def _free(self, keys: Sequence[str], con: sqlite3.Connection | None = None) -> list[str]:
+    def free(self, keys: Sequence[str], con: sqlite3.Connection | None = None) -> list[str]:
         """The keys (in order, once each) no other live owner holds (read on ``con``, else on
         this object's own connection)."""
         con = self._con if con is None else con

@@ -281,7 +281,11 @@ class CachePath(Generic[V]):
         the entry that process stored, if any, instead of the lease (then nothing is sent)."""
         delay, waited = POLL_FIRST_S, False
         assert self._commits is not None  # a writable cache
-        while key not in (done := await self._commits.submit(("acquire", key, None))).acquired:
+        # the first try goes straight to the write; later ones read first (see commit_ops)
+        while True:
+            done = await self._commits.submit(("poll" if waited else "acquire", key, None))
+            if key in done.acquired:
+                break
             if not waited:
                 self.stats.deduplicated += 1
                 waited = True

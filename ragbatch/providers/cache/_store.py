@@ -56,7 +56,7 @@ _NOT_DAMAGE = ("locked", "busy", "unable to open", "readonly", "disk I/O", "perm
 
 # One item of a group commit (:meth:`ReplyCache.commit_ops`): take a key's lease, let it go, or
 # store a key's entry (the value) and then let its lease go.
-CacheOp = tuple[Literal["acquire", "release", "store"], str, bytes | None]
+CacheOp = tuple[Literal["acquire", "poll", "release", "store"], str, bytes | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,19 +290,30 @@ class ReplyCache:
     def commit_ops(self, ops: Sequence[CacheOp], *, wait: bool = True) -> Committed:
         """One group commit of a run's cache traffic, in one transaction: the ``store``
         entries, then letting go of their leases and of the ``release`` keys and taking the
-        ``acquire`` ones. A failed store does not fail the lease exchange (that transaction
-        is rolled back and the exchange is made alone, without the leases of the entries not
-        stored: their rows let them go themselves); it comes back as ``store_error``.
-        ``wait=False`` (on the event loop): :class:`LockTaken` instead of waiting for a lock;
-        redoing the batch with ``wait=True`` is then safe (nothing of it was committed)."""
+        ``acquire`` (and ``poll``) ones. A failed store does not fail the lease exchange (that
+        transaction is rolled back and the exchange is made alone, without the leases of the
+        entries not stored: their rows let them go themselves); it comes back as
+        ``store_error``. ``wait=False`` (on the event loop): :class:`LockTaken` instead of
+        waiting for a lock; redoing the batch with ``wait=True`` is then safe (nothing of it
+        was committed).
+
+        Every commit runs on the store's connection of the calling thread, the one its
+        lookups read on: SQLite drops a connection's page cache whenever another connection
+        wrote since its last transaction, so one connection for reads, stores and leases
+        keeps the pages warm. A batch of ``poll`` ops only (rows waiting for another
+        process's lease) reads first and takes the write lock only when a lease is free."""
+        if self._store is None:
+            raise CacheError(f"cache directory {self.directory} is open read-only")
         entries = [(key, value) for op, key, value in ops if op == "store" and value is not None]
-        exchange = [("release" if op == "store" else op, key) for op, key, _ in ops]
-        if not entries:
-            acquired = self.exchange_leases(exchange, wait=wait) if exchange else set[str]()
-            return Committed(acquired, stored=self._stored(acquired))
-        releases = [key for op, key in exchange if op == "release"]
-        acquires = [key for op, key in exchange if op == "acquire"]
+        releases = [key for op, key, _ in ops if op in ("store", "release")]
+        acquires = [key for op, key, _ in ops if op in ("acquire", "poll")]
         leases = self._lease_table()
+        if not releases and all(op == "poll" for op, _, _ in ops):
+            try:
+                if not leases.free(acquires, self._store._con):
+                    return Committed(set())
+            except SQLITE_FAILURES as exc:
+                raise store_error(self.directory, exc) from None
 
         def exchange_then_look(con: sqlite3.Connection) -> Committed:
             acquired = leases.exchange_in(con, releases, acquires)
@@ -311,10 +322,16 @@ class ReplyCache:
         try:
             return self.put_then(entries, exchange_then_look, wait=wait)
         except CacheError as exc:
-            store_error = exc
-        exchange = [(op, key) for op, key, _ in ops if op != "store"]
+            if not entries:
+                raise
+            failed = exc
+        exchange: list[tuple[LeaseOp, str]] = [
+            ("release" if op == "release" else "acquire", key)
+            for op, key, _ in ops
+            if op != "store"
+        ]
         acquired = self.exchange_leases(exchange, wait=wait) if exchange else set[str]()
-        return Committed(acquired, store_error, self._stored(acquired))
+        return Committed(acquired, failed, self._stored(acquired))
 
     def _stored(self, keys: Collection[str], con: sqlite3.Connection | None = None) -> set[str]:
         """Which of ``keys`` (just acquired) have an entry: one indexed query on ``con`` (the
