@@ -343,10 +343,10 @@ class ReplyCache:
             return set()
         con = self._store._con if con is None else con
         try:
-            return {row[0] for row in rows_with_keys(con, "SELECT key FROM Cache", list(keys),
-                                                     " AND raw = 1")}  # fmt: skip
+            rows = rows_with_keys(con, "SELECT key FROM Cache", list(keys), " AND raw = 1")
         except SQLITE_FAILURES:
             return set(keys)
+        return {row[0] for row in rows}
 
     def put(self, key: str, value: bytes) -> None:
         if self._store is None:
