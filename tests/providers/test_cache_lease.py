@@ -22,7 +22,7 @@ import anyio
 import diskcache
 import pytest
 
-from ragbatch.core._errors import ProviderError
+from ragbatch.core._errors import CacheError, ProviderError
 from ragbatch.core._provider import Call, Reply
 from ragbatch.core._questions import build_request
 from ragbatch.core._schema import Row
@@ -501,3 +501,64 @@ def test_a_poll_reads_first_and_a_first_take_writes_at_once(tmp_path: Path) -> N
     assert ours.commit_ops([("poll", key, None)], wait=False).acquired == {key}
     ours.close()
     theirs.close()
+
+
+
+def _later(after_s: float, *statements: str, con: sqlite3.Connection) -> threading.Thread:
+    """Run ``statements`` on ``con`` after ``after_s``, from a thread."""
+
+    def run() -> None:
+        time.sleep(after_s)
+        for statement in statements:
+            con.execute(statement).fetchall()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_after_an_inline_commit_a_waiting_write_and_a_read_still_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inline commit leaves its connection in the no-wait state (no lock wait, no
+    checkpoint) rather than switching it back every commit; what may wait on the same
+    connection afterwards (a store from ``wait=True``, a delete, a lookup) waits for a lock
+    held elsewhere instead of failing."""
+    cache = ReplyCache(tmp_path / "cache")
+    cache.commit_ops([("store", "k1", b"v1")], wait=False)
+    con = cache._store._con  # type: ignore[union-attr]  # writable
+    assert con.execute("PRAGMA busy_timeout").fetchone() == (0,)
+    assert con.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    blocker = sqlite3.connect(
+        tmp_path / "cache" / "cache.db", isolation_level=None, check_same_thread=False
+    )
+    blocker.execute("BEGIN IMMEDIATE")
+    thread = _later(0.3, "COMMIT", con=blocker)
+    started = time.monotonic()
+    cache.put_many([("k2", b"v2")])  # waits for the other writer, then stores
+    assert time.monotonic() - started >= 0.25
+    thread.join()
+    assert con.execute("PRAGMA busy_timeout").fetchone()[0] > 0
+    cache.commit_ops([("store", "k3", b"v3")], wait=False)  # no-wait again
+    # a WAL reader meets a lock only while another connection recovers the WAL (hard to
+    # provoke while connected): the first lookup that does, waits and reads again
+    real_get = diskcache.Cache.get
+    refusals = [sqlite3.OperationalError("database is locked")]
+
+    def get_once_locked(self: diskcache.Cache, *args: Any, **kwargs: Any) -> Any:
+        if refusals:
+            raise refusals.pop()
+        return real_get(self, *args, **kwargs)
+
+    monkeypatch.setattr(diskcache.Cache, "get", get_once_locked)
+    assert cache.get("k3") == b"v3"
+    assert con.execute("PRAGMA busy_timeout").fetchone()[0] > 0
+    refusals.append(sqlite3.OperationalError("database is locked"))
+    with pytest.raises(CacheError, match="locked"):  # a connection that waits already: fails
+        cache.get("k3")
+    monkeypatch.undo()
+    blocker.close()
+    cache.commit_ops([("store", "k4", b"v4")], wait=False)
+    cache.delete("k4")
+    assert [cache.get(k) for k in ("k1", "k2", "k4")] == [b"v1", b"v2", None]
+    cache.close()

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ragbatch.providers.cache._writer import LockTaken, no_wait
+from ragbatch.providers.cache._writer import LockTaken, forget, may_wait, no_wait
 
 # Told apart from a later process that gets the same pid.
 _PROCESS_TOKEN = secrets.token_hex(8)
@@ -125,19 +125,20 @@ class Leases:
         if not self._lock.acquire(blocking=wait):
             raise LockTaken("the lease connection is in use")
         try:
-            # A plain read first when only taking: waiting takes no write lock.
-            free = list(acquires) if releases else self.free(acquires)
-            if not free and not releases:
-                return set()
             if wait:
-                return self._exchange(releases, free)
-            with no_wait(self._con, _TIMEOUT_S):
-                return self._exchange(releases, free)
+                may_wait(self._con, _TIMEOUT_S)
+                return self._exchange(releases, acquires)
+            with no_wait(self._con):
+                return self._exchange(releases, acquires)
         finally:
             self._lock.release()
 
-    def _exchange(self, releases: Sequence[str], free: Sequence[str]) -> set[str]:
+    def _exchange(self, releases: Sequence[str], acquires: Sequence[str]) -> set[str]:
         """The transaction of :meth:`exchange` (under its lock)."""
+        # A plain read first when only taking: waiting takes no write lock.
+        free = list(acquires) if releases else self.free(acquires)
+        if not free and not releases:
+            return set()
         self._con.execute("BEGIN IMMEDIATE")
         try:
             held = self.exchange_in(self._con, releases, free)
@@ -186,6 +187,7 @@ class Leases:
         """Let every lease of this owner go and close the connection."""
         with self._lock:
             _OPEN_OWNERS.discard(self.owner)
+            forget(self._con)
             try:
                 self._con.execute("DELETE FROM RagbatchLease WHERE owner = ?", (self.owner,))
             finally:

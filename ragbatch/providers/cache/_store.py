@@ -33,7 +33,7 @@ import diskcache
 from ragbatch.core import CacheError
 from ragbatch.providers.cache._lease import LeaseOp, Leases, rows_with_keys
 from ragbatch.providers.cache._swap import finish_interrupted_swap
-from ragbatch.providers.cache._writer import LockTaken, no_wait
+from ragbatch.providers.cache._writer import LockTaken, forget, is_lock_error, may_wait, no_wait
 
 T = TypeVar("T")
 
@@ -139,10 +139,10 @@ def store_then(
     """:func:`store_batch`, and ``then`` run on the transaction's connection before it
     commits (one commit for both): what ``then`` returned."""
     if wait:
+        may_wait(store._con, store._timeout)  # diskcache's connection of this thread
         result = _store_all(store, entries, then)
     else:
-        # diskcache's connection of this thread, and the lock wait it was opened with
-        with no_wait(store._con, store._timeout):
+        with no_wait(store._con):
             try:
                 result = _store_all(store, entries, then)
             except diskcache.Timeout:  # diskcache's word for BEGIN IMMEDIATE refused
@@ -229,7 +229,14 @@ class ReplyCache:
         it was dropped; CacheError (damaged) when it could not be dropped either."""
         try:
             if self._store is not None:
-                value = self._store.get(key)
+                try:
+                    value = self._store.get(key)
+                except sqlite3.OperationalError as exc:
+                    # a lock no reader should meet in WAL mode: wait for it if no_wait was
+                    # keeping this connection from waiting, else fail as below
+                    if not (is_lock_error(exc) and may_wait(self._store._con, self._store._timeout)):
+                        raise
+                    value = self._store.get(key)
                 return value if isinstance(value, bytes) else None
             return self._get_read_only(key)
         except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
@@ -309,10 +316,15 @@ class ReplyCache:
         acquires = [key for op, key, _ in ops if op in ("acquire", "poll")]
         leases = self._lease_table()
         if not releases and all(op == "poll" for op, _, _ in ops):
+            con = self._store._con
             try:
-                if not leases.free(acquires, self._store._con):
+                if wait:
+                    may_wait(con, self._store._timeout)
+                if not leases.free(acquires, con):
                     return Committed(set())
             except SQLITE_FAILURES as exc:
+                if not wait and is_lock_error(exc):
+                    raise LockTaken(str(exc)) from None
                 raise store_error(self.directory, exc) from None
 
         def exchange_then_look(con: sqlite3.Connection) -> Committed:
@@ -352,6 +364,7 @@ class ReplyCache:
         if self._store is None:
             raise CacheError(f"cache directory {self.directory} is open read-only")
         try:
+            may_wait(self._store._con, self._store._timeout)
             self._store.set(key, value)
         except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
             raise store_error(self.directory, exc) from None
@@ -379,6 +392,7 @@ class ReplyCache:
         if self._store is None:
             return  # read-only: a bad entry is ignored, never removed
         try:
+            may_wait(self._store._con, self._store._timeout)
             self._store.delete(key)
         except (*SQLITE_FAILURES, diskcache.Timeout) as exc:
             raise store_error(self.directory, exc) from None
@@ -434,6 +448,8 @@ class ReplyCache:
         """Let this object's leases go and close every connection (all of them, even when
         one fails: the first failure is raised afterwards)."""
         leases, self._leases = self._leases, None
+        if self._store is not None:
+            forget(self._store._con)
         failure: Exception | None = None
         for close in (
             leases.close if leases is not None else None,
