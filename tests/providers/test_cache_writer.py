@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from ragbatch.providers.cache._replies import ReplyCache
-from ragbatch.providers.cache._writer import GroupCommit
+from ragbatch.providers.cache._writer import GATHER_TURNS, GroupCommit
 
 
 def test_concurrent_puts_share_commits_and_return_once_committed(tmp_path: Path) -> None:
@@ -66,3 +67,38 @@ def test_a_failed_commit_raises_in_every_put_of_its_batch() -> None:
 
     anyio.run(main)
     assert len(errors) == 5
+
+
+def test_an_inline_commit_gathers_a_burst_over_a_few_turns_of_the_loop() -> None:
+    """Items that arrive one turn of the event loop after another join the open batch while
+    it keeps growing (up to ``GATHER_TURNS`` turns); then the commit runs without waiting for
+    the stragglers, which make the next batch. A lone item waits a single turn."""
+    batches: list[list[int]] = []
+
+    def commit(items: Sequence[int]) -> None:
+        batches.append(list(items))
+
+    writer = GroupCommit(commit, commit)
+
+    async def submit_after(turns: int) -> None:
+        for _ in range(turns):
+            await anyio.lowlevel.checkpoint()
+        await writer.submit(turns)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for turns in arrivals:
+                tg.start_soon(submit_after, turns)
+        await writer.submit(-1)  # alone
+
+    # the committer and one more in the first turn, then one more each turn
+    arrivals = [0, 0, *range(1, GATHER_TURNS + 3)]
+    anyio.run(main)
+    # it grew every turn: what came in the first GATHER_TURNS turns is one commit
+    assert batches[0] == [t for t in arrivals if t < GATHER_TURNS]
+    assert len(batches[0]) > arrivals.count(0)  # more than the first turn brought
+    assert sorted(x for batch in batches[1:-1] for x in batch) == [
+        t for t in arrivals if t >= GATHER_TURNS
+    ]
+    assert batches[-1] == [-1]
+    assert writer.commits == len(batches)
