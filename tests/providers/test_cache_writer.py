@@ -11,6 +11,7 @@ import anyio.lowlevel
 import pytest
 
 from ragbatch.providers.cache._replies import ReplyCache
+from ragbatch.providers.cache import _writer
 from ragbatch.providers.cache._writer import GATHER_TURNS, GroupCommit
 
 
@@ -69,10 +70,15 @@ def test_a_failed_commit_raises_in_every_put_of_its_batch() -> None:
     assert len(errors) == 5
 
 
-def test_an_inline_commit_gathers_a_burst_over_a_few_turns_of_the_loop() -> None:
+@pytest.mark.parametrize("gather_s", [60.0, 0.0])
+def test_an_inline_commit_gathers_a_burst_over_a_few_turns_of_the_loop(
+    gather_s: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Items that arrive one turn of the event loop after another join the open batch while
-    it keeps growing (up to ``GATHER_TURNS`` turns); then the commit runs without waiting for
-    the stragglers, which make the next batch. A lone item waits a single turn."""
+    it keeps growing (up to ``GATHER_TURNS`` turns, within ``GATHER_S``); then the commit runs
+    without waiting for the stragglers, which make the next batch. A lone item waits a single
+    turn, and so does any batch once ``GATHER_S`` has passed."""
+    monkeypatch.setattr(_writer, "GATHER_S", gather_s)
     batches: list[list[int]] = []
 
     def commit(items: Sequence[int]) -> None:
@@ -94,11 +100,13 @@ def test_an_inline_commit_gathers_a_burst_over_a_few_turns_of_the_loop() -> None
     # the committer and one more in the first turn, then one more each turn
     arrivals = [0, 0, *range(1, GATHER_TURNS + 3)]
     anyio.run(main)
-    # it grew every turn: what came in the first GATHER_TURNS turns is one commit
-    assert batches[0] == [t for t in arrivals if t < GATHER_TURNS]
-    assert len(batches[0]) > arrivals.count(0)  # more than the first turn brought
+    # it grew every turn: what came in the first GATHER_TURNS turns is one commit (with no
+    # time to gather, what came in the first turn)
+    turns = GATHER_TURNS if gather_s else 1
+    assert batches[0] == [t for t in arrivals if t < turns]
+    assert gather_s == 0 or len(batches[0]) > arrivals.count(0)  # more than the first turn's
     assert sorted(x for batch in batches[1:-1] for x in batch) == [
-        t for t in arrivals if t >= GATHER_TURNS
+        t for t in arrivals if t >= turns
     ]
     assert batches[-1] == [-1]
     assert writer.commits == len(batches)
