@@ -503,7 +503,6 @@ def test_a_poll_reads_first_and_a_first_take_writes_at_once(tmp_path: Path) -> N
     theirs.close()
 
 
-
 def _later(after_s: float, *statements: str, con: sqlite3.Connection) -> threading.Thread:
     """Run ``statements`` on ``con`` after ``after_s``, from a thread."""
 

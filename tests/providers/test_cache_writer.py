@@ -10,8 +10,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from ragbatch.providers.cache._replies import ReplyCache
 from ragbatch.providers.cache import _writer
+from ragbatch.providers.cache._replies import ReplyCache
 from ragbatch.providers.cache._writer import GATHER_TURNS, GroupCommit
 
 

@@ -234,7 +234,9 @@ class ReplyCache:
                 except sqlite3.OperationalError as exc:
                     # a lock no reader should meet in WAL mode: wait for it if no_wait was
                     # keeping this connection from waiting, else fail as below
-                    if not (is_lock_error(exc) and may_wait(self._store._con, self._store._timeout)):
+                    if not (
+                        is_lock_error(exc) and may_wait(self._store._con, self._store._timeout)
+                    ):
                         raise
                     value = self._store.get(key)
                 return value if isinstance(value, bytes) else None
@@ -449,7 +451,9 @@ class ReplyCache:
         one fails: the first failure is raised afterwards)."""
         leases, self._leases = self._leases, None
         if self._store is not None:
-            forget(self._store._con)
+            # This thread's connection, if it has one (``_con`` would open one): the inline
+            # commits that left it in the no-wait state run on the event loop, which closes.
+            forget(getattr(self._store._local, "con", None))
         failure: Exception | None = None
         for close in (
             leases.close if leases is not None else None,

@@ -6,8 +6,9 @@ one SQLite transaction and commit each, and up to 40 writer threads (each with i
 connection) contending for the write lock and invalidating each other's page caches. The
 per-key leases (:mod:`ragbatch.providers.cache._lease`) add two more transactions a row.
 :class:`GroupCommit` runs every item that arrived while the previous commit ran (or in the
-same turn of the event loop) in one commit, one commit at a time: the reply cache gives it
-the entries to store, the leases to let go of and those to take (``ReplyCache.commit_ops``).
+next few turns of the event loop: ``GATHER_TURNS``, ``GATHER_S``) in one commit, one commit
+at a time: the reply cache gives it the entries to store, the leases to let go of and those
+to take (``ReplyCache.commit_ops``).
 
 Nothing is acknowledged before it is committed: :meth:`GroupCommit.submit` returns once its
 item's batch is on disk, so a caller that waits for it before taking new work (the runner's
@@ -20,9 +21,11 @@ a release are ~0.04 ms of CPU a row; the two wake-ups are several times that: se
 performance section). The inline commit must never wait: it runs under :func:`no_wait`, so a
 write lock held by another connection (another process sharing the cache, ``--workers``)
 fails it at once with :class:`LockTaken`, and the same batch is then committed from the
-thread, which may wait. WAL checkpoints (which fsync) are left to the thread too: inline
-commits do not checkpoint, and every ``THREAD_EVERY``-th commit of a group runs in the thread,
-where SQLite checkpoints the WAL once it has grown past 1,000 pages.
+thread, which may wait. :func:`no_wait` leaves the connection that way (setting and resetting
+it was four statements a commit); whatever may wait on it calls :func:`may_wait` first. WAL
+checkpoints (which fsync) are left to the thread too: inline commits do not checkpoint, and
+every ``THREAD_EVERY``-th commit of a group runs in the thread, where SQLite checkpoints the
+WAL once it has grown past 1,000 pages.
 """
 
 from __future__ import annotations
