@@ -2,7 +2,8 @@
 
     python bench/bench_ceiling.py [--concurrency 32,64,128,256,512] [--latency-ms 250]
         [--rows 8000] [--waves 32] [--case 32:200:3200] [--reference REV]
-        [--without-sniffio] [--no-replay]
+        [--without-sniffio] [--no-replay] [--no-cache-stack] [--repeat N]
+        [--instructions [--slowdown 40]]
 
 A lean asyncio loopback server (raw asyncio streams, HTTP/1.1 keep-alive, a valid Jev reply
 for the request's questions after a scripted latency) runs as its own process; its CPU per
@@ -24,6 +25,16 @@ row, rows of 3 contexts: 8 questions); its user+sys CPU is the whole process's (
   cache, so the cost of the cache's guarantees (a kill -9 loses at most the calls in flight,
   processes sharing a cache never pay twice: a group commit and a lease a row) shows apart
   from the rest of the row.
+* ``--instructions`` counts instructions instead of CPU time: every client process runs under
+  valgrind's callgrind (``valgrind`` on PATH), and each CPU figure becomes billions of
+  instructions (a run) or millions (a row). CPU time on a shared machine moves by ±10 %
+  between identical runs; instruction counts far less (two identical 2,000-row runs: 0.2 %),
+  so a change of a few percent shows. Under valgrind a client is ~40-50x slower, so the
+  server's latency is multiplied by ``--slowdown`` (default 40): a client starved of CPU
+  gathers more rows into each cache commit than it does at full speed and looks cheaper than
+  it is (32 in flight: 3.04 M instructions a marginal row at 200 ms, 3.36 M at 200 ms x 50).
+  The "of ideal" columns tell whether it kept up; the times are valgrind's. Small cases are
+  enough (``--case 32:200:320``: a few minutes a run).
 * ``--repeat N`` runs every case N times, each time starting with another stack, and
   prints the median ratios (each taken within one repetition).
 * After the sweep, each stack replays its 256-concurrency cache ``--offline`` (warm-cache
@@ -45,7 +56,9 @@ import argparse
 import asyncio
 import os
 import random
+import re
 import resource
+import shutil
 import socket
 import statistics
 import subprocess
@@ -56,7 +69,7 @@ import urllib.request
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -109,6 +122,20 @@ import runpy, sys
 sys.argv = ["ragbatch", *sys.argv[1:]]
 runpy.run_module("ragbatch", run_name="__main__", alter_sys=True)
 """
+
+
+class Cost(NamedTuple):
+    """What a client's cost is counted in: its word, the unit of a run, and of a row."""
+
+    name: str
+    whole: str
+    per_row: str
+
+
+CPU = Cost("CPU", "s", "ms/row")
+INSTRUCTIONS = Cost("instructions", "G", "M/row")
+COST = CPU  # main() sets INSTRUCTIONS under --instructions
+COLLECTED = re.compile(rb"Collected : (\d+)")  # callgrind's count, on its stderr
 
 
 # --- the server -----------------------------------------------------------------------------
@@ -283,9 +310,11 @@ class Run:
         marginal = ""
         if own is not None and low is not None:
             mine, theirs = self.marginal_ms(own), floor.marginal_ms(low)
-            marginal = f"; marginal {mine:.2f} vs {theirs:.2f} ms/row = {mine / theirs:.2f}x"
+            marginal = (
+                f"; marginal {mine:.2f} vs {theirs:.2f} {COST.per_row} = {mine / theirs:.2f}x"
+            )
         return (
-            f"  {self.stack} / {floor.stack}: CPU a row {self.cpu_s / floor.cpu_s:.2f}x, "
+            f"  {self.stack} / {floor.stack}: {COST.name} a row {self.cpu_s / floor.cpu_s:.2f}x, "
             f"rows/s {self.run_rate / floor.run_rate:.2f}x (run), "
             f"{self.whole_rate / floor.whole_rate:.2f}x (whole){marginal}"
         )
@@ -305,23 +334,31 @@ class Run:
         if reference is not None:
             text += (
                 f" {self.run_rate / reference.run_rate:.2f}x rows/s, "
-                f"{reference.cpu_s / self.cpu_s:.2f}x less CPU |"
+                f"{reference.cpu_s / self.cpu_s:.2f}x less {COST.name} |"
             )
         return text
 
 
-HEADER = (
-    "| stack | concurrency | latency ms | rows | ideal rows/s | rows/s | of ideal (run) "
-    "| of ideal (whole) | client CPU ms/row | peak in flight client / server "
-    "| server CPU ms/req |"
-)
+def header() -> str:
+    return (
+        "| stack | concurrency | latency ms | rows | ideal rows/s | rows/s | of ideal (run) "
+        f"| of ideal (whole) | client {COST.name} {COST.per_row} | peak in flight client / "
+        "server | server CPU ms/req |"
+    )
 
 
 class Bench:
-    def __init__(self, tmp: Path, stacks: dict[str, Path], without_sniffio: bool) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        stacks: dict[str, Path],
+        without_sniffio: bool,
+        instructions: bool = False,
+    ) -> None:
         self.tmp = tmp
         self.stacks = stacks
         self.without_sniffio = without_sniffio
+        self.instructions = instructions  # clients under callgrind: cost in G instructions
         self.servers: dict[float, ServerProcess] = {}
         self.datasets: dict[int, Path] = {}
         self.replayed = "this"  # the stack whose cache the replay floor reads
@@ -360,13 +397,31 @@ class Bench:
         return env
 
     def process(self, argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+        """Wall seconds, cost (user+sys CPU seconds, or G instructions) and exit code."""
+        command = [sys.executable, *argv]
+        if self.instructions:
+            out = f"--callgrind-out-file={self.tmp / 'callgrind.out'}"
+            command = ["valgrind", "--tool=callgrind", out, *command]
         started = time.perf_counter()
         # A neutral working directory: with ``-m`` the current one comes first on sys.path.
-        process = subprocess.Popen([sys.executable, *argv], env=self.env(env), cwd=self.tmp / "cwd")
+        process = subprocess.Popen(
+            command, env=self.env(env), cwd=self.tmp / "cwd",
+            stderr=subprocess.PIPE if self.instructions else None,
+        )  # fmt: skip
+        err = process.stderr.read() if process.stderr is not None else b""
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
         process.returncode = os.waitstatus_to_exitcode(status)
-        return wall, usage.ru_utime + usage.ru_stime, process.returncode
+        if not self.instructions:
+            return wall, usage.ru_utime + usage.ru_stime, process.returncode
+        # valgrind's lines start with ==pid==; the client's own go on to this stderr
+        sys.stderr.buffer.write(
+            b"".join(line for line in err.splitlines(True) if line[:2] != b"==")
+        )
+        found = COLLECTED.search(err)
+        if found is None:
+            raise SystemExit(f"no instruction count from valgrind for {argv[:3]}")
+        return wall, int(found.group(1)) / 1e9, process.returncode
 
     def template(self, rows: int) -> Path:
         """The model and questions ragbatch sends for the bench rows, from its own
@@ -486,7 +541,7 @@ def medians(paired: dict[tuple[int, float, int], list[dict[str, Run]]], referenc
             rate = statistics.median(r[mine].run_rate / r[theirs].run_rate for r in runs)
             spread = ", ".join(f"{r[mine].run_rate / r[theirs].run_rate:.2f}" for r in runs)
             lines.append(
-                f"  {mine} / {theirs}: CPU a row {cpu:.2f}x, rows/s {rate:.2f}x ({spread})"
+                f"  {mine} / {theirs}: {COST.name} a row {cpu:.2f}x, rows/s {rate:.2f}x ({spread})"
             )
     return "\n".join(lines)
 
@@ -509,6 +564,10 @@ def main() -> None:
     parser.add_argument("--no-replay", action="store_true")
     parser.add_argument("--no-cache-stack", action="store_true", help="also this --no-cache")
     parser.add_argument("--repeat", type=int, default=1, help="repetitions, order rotated")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions (valgrind) for CPU"
+    )
+    parser.add_argument("--slowdown", type=float, default=40.0, help="latency x under valgrind")
     args = parser.parse_args()
     if args.serve:
         asyncio.run(serve(args.latency_ms / 1000))
@@ -518,6 +577,13 @@ def main() -> None:
     extra = args.case if args.case is not None else [(32, 200.0, 3200)]
     # A case the sweep already runs would run again on its warm cache (a replay): once.
     cases += [case for case in extra if case not in cases]
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            raise SystemExit("--instructions needs valgrind on PATH")
+        global COST
+        COST = INSTRUCTIONS
+        cases = [(c, latency * args.slowdown, rows) for c, latency, rows in cases]
+        print(f"instructions counted by callgrind; latencies x{args.slowdown:g} (--slowdown)")
     print(
         f"os.cpu_count() {os.cpu_count()}; load average before {os.getloadavg()[0]:.2f}; "
         f"python {sys.version.split()[0]}; sniffio {'hidden' if args.without_sniffio else 'as installed'}"
@@ -532,19 +598,19 @@ def main() -> None:
             stacks[args.reference] = archive(args.reference, tmp / "reference")
         if args.no_cache_stack:
             stacks[NO_CACHE_STACK] = ROOT
-        bench = Bench(tmp, stacks, args.without_sniffio)
+        bench = Bench(tmp, stacks, args.without_sniffio, args.instructions)
         for name in stacks:
             print(f"stack {name}: {bench.origin(name)}")
         try:
             startup = {name: bench.startup(name, cases[0][1]) for name in stacks}
             print(
-                "start-up CPU (a one-row run): "
+                f"start-up {COST.name} (a one-row run): "
                 + ", ".join(
-                    f"{name} {cpu:.2f} s ({cpu / startup[FLOOR_STACK]:.2f}x the floor)"
+                    f"{name} {cpu:.2f} {COST.whole} ({cpu / startup[FLOOR_STACK]:.2f}x the floor)"
                     for name, cpu in startup.items()
                 )
             )
-            print(HEADER + (" this vs reference |" if args.reference else ""))
+            print(header() + (" this vs reference |" if args.reference else ""))
             print("|---" * (11 + bool(args.reference)) + "|")
             versus: list[str] = []
             paired: dict[tuple[int, float, int], list[dict[str, Run]]] = {}
@@ -565,8 +631,8 @@ def main() -> None:
                     versus += [
                         f"{concurrency} in flight, {latency:g} ms, {rows} rows"
                         f" (repetition {repetition + 1}):",
-                        f"  floor: CPU {floor.cpu_s / rows * 1000:.2f} ms/row, marginal "
-                        f"{floor.marginal_ms(startup[FLOOR_STACK]):.2f} ms/row, "
+                        f"  floor: {COST.name} {floor.cpu_s / rows * 1000:.2f} {COST.per_row}, "
+                        f"marginal {floor.marginal_ms(startup[FLOOR_STACK]):.2f} {COST.per_row}, "
                         f"{floor.run_rate / floor.ideal:.2f} of ideal",
                     ]
                     versus += [
