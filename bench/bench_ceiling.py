@@ -404,10 +404,8 @@ class Bench:
             command = ["valgrind", "--tool=callgrind", out, *command]
         started = time.perf_counter()
         # A neutral working directory: with ``-m`` the current one comes first on sys.path.
-        process = subprocess.Popen(
-            command, env=self.env(env), cwd=self.tmp / "cwd",
-            stderr=subprocess.PIPE if self.instructions else None,
-        )  # fmt: skip
+        stderr = subprocess.PIPE if self.instructions else None
+        process = subprocess.Popen(command, env=self.env(env), cwd=self.tmp / "cwd", stderr=stderr)
         err = process.stderr.read() if process.stderr is not None else b""
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
