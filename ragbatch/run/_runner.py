@@ -45,6 +45,7 @@ from ragbatch.core import (
     read_judgments,
     summarize_claims,
 )
+from ragbatch.providers.cache import deferred_writes
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +243,9 @@ async def run_stream(
     ordered = InOrder(in_order, reorder_window(config.concurrency))
 
     async def worker(receive: MemoryObjectReceiveStream[tuple[int, int, Row]]) -> None:
-        async with receive:
+        # A row's cache writes go to the next commit while the worker goes on; they are on
+        # disk before it sends another request and before it ends (see cache._writer).
+        async with receive, deferred_writes():
             async for position, index, row in receive:
                 jev = await judge_row(row, provider, config.thresholds, config.claims)
                 error_budget.record(jev)

@@ -18,6 +18,7 @@ from ragbatch.providers.cache._replies import (
     recorded_models,
 )
 from ragbatch.providers.cache._swap import finish_interrupted_swap
+from ragbatch.providers.cache._writer import deferred_writes
 
 if TYPE_CHECKING:
     from ragbatch.providers.cache._merge import merge_caches, read_entries, store_entries
@@ -38,6 +39,7 @@ __all__ = [
     "CachedProvider",
     "ReplyCache",
     "decode_entry",
+    "deferred_writes",
     "finish_interrupted_swap",
     "merge_caches",
     "read_entries",

@@ -16,6 +16,7 @@ takes the lease over and sends the request itself).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 from collections.abc import Awaitable, Callable
@@ -44,7 +45,7 @@ from ragbatch.providers.cache._store import (
     UnreadableEntry,
     open_store,
 )
-from ragbatch.providers.cache._writer import GroupCommit
+from ragbatch.providers.cache._writer import Batch, GroupCommit, unsettled
 
 __all__ = [
     "FORMAT",
@@ -197,6 +198,9 @@ class CachePath(Generic[V]):
         # Keys being fetched, each with the event its duplicates wait on (made by the first
         # of them: most keys have none, and an event a row was ~1 % of a live row's CPU).
         self._in_flight: dict[str, anyio.Event | None] = {}
+        # Keys of that kind whose reply is fetched and handed to a commit not yet over (a
+        # deferred write, see cache._writer): their duplicates wait for that commit.
+        self._storing: dict[str, Batch[CacheOp, Committed]] = {}
         # Keys fetched afresh in this run: ``refresh`` trusts those, so a duplicate
         # request (in flight at the same time or later) is not sent again.
         self._refreshed: set[str] = set()
@@ -236,12 +240,23 @@ class CachePath(Generic[V]):
         send: Callable[[], Awaitable[V]],
         on_hit: Callable[[V], V],
     ) -> V:
-        """The entry of ``key`` (passed through ``on_hit``), else ``send()``'s value, stored."""
+        """The entry of ``key`` (passed through ``on_hit``), else ``send()``'s value, stored:
+        committed when this returns, or, within ``deferred_writes``, handed to the next commit
+        (settled before the task sends again)."""
+        waited = False
         while key in self._in_flight:
+            if not waited:
+                self.stats.deduplicated += 1
+                waited = True
+            storing = self._storing.get(key)
+            if storing is not None:  # fetched: its commit may need us to run it
+                assert self._commits is not None
+                with contextlib.suppress(Exception):  # the fetching task says what failed
+                    await self._commits.wait(storing)
+                continue
             pending = self._in_flight[key]
             if pending is None:
                 pending = self._in_flight[key] = anyio.Event()
-            self.stats.deduplicated += 1
             await pending.wait()
         trusted = self.mode != "refresh" or key in self._refreshed
         if trusted and (hit := self.lookup(key, decode)) is not None:
@@ -253,17 +268,26 @@ class CachePath(Generic[V]):
                 kind="cache-miss",
             )
         self._in_flight[key] = None
+        deferred = False
         try:
             if (hit := await self._claim(key, decode)) is not None:
                 return on_hit(hit)
             self.stats.misses += 1
             let_go = True  # stored (or failed): a process waiting for this key may go on
+            writes = unsettled()
             try:
+                if writes is not None:  # this task's last reply is on disk before it pays again
+                    await writes.settle()
                 value = await send()
-                # Stores the entry, then lets the lease go; returns once both are committed.
-                committed = await self._commits.submit(("store", key, encode(value)))
-                if committed.store_error is not None:
-                    raise committed.store_error
+                # Stores the entry, then lets the lease go, in one commit.
+                store: CacheOp = ("store", key, encode(value))
+                if writes is None:  # returns once it is committed
+                    _check_store(await self._commits.submit(store))
+                else:  # handed to the next commit; duplicates of the key wait for it
+                    batch = self._storing[key] = self._commits.defer(store)
+                    batch.then.append(lambda: self._stored(key))
+                    writes.add(lambda: self._settle(key, batch))
+                    deferred = True
                 let_go = False
             finally:
                 if let_go:
@@ -273,8 +297,28 @@ class CachePath(Generic[V]):
             self._refreshed.add(key)
             return value
         finally:
-            if (waited_on := self._in_flight.pop(key)) is not None:
-                waited_on.set()
+            if not deferred:
+                self._stored(key)
+            elif (waiting := self._in_flight[key]) is not None:  # to wait for the commit now
+                self._in_flight[key] = None
+                waiting.set()
+
+    async def _settle(self, key: str, batch: Batch[CacheOp, Committed]) -> None:
+        """Wait for the deferred store of ``key``; when it failed, let its lease go (as a
+        fetch that fails does) and raise."""
+        assert self._commits is not None
+        try:
+            _check_store(await self._commits.wait(batch))
+        except Exception:
+            with anyio.CancelScope(shield=True):
+                await self._let_go(key)
+            raise
+
+    def _stored(self, key: str) -> None:
+        """``key``'s fetch is over (stored, or failed): its duplicates go on."""
+        self._storing.pop(key, None)
+        if (waited_on := self._in_flight.pop(key, None)) is not None:
+            waited_on.set()
 
     async def _claim(self, key: str, decode: Callable[[bytes], V]) -> V | None:
         """Take the cross-process lease of ``key``, waiting while another process holds it;
@@ -305,6 +349,12 @@ class CachePath(Generic[V]):
     async def _let_go(self, key: str) -> None:
         assert self._commits is not None
         await self._commits.submit(("release", key, None))
+
+
+def _check_store(committed: Committed) -> None:
+    """Raise the store that failed inside a commit whose leases went through."""
+    if committed.store_error is not None:
+        raise committed.store_error
 
 
 class CachedProvider:
