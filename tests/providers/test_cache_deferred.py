@@ -117,9 +117,8 @@ def test_duplicates_of_a_deferred_key_wait_for_its_commit_and_send_nothing(
     cache.close()
 
 
-def test_a_deferred_store_that_failed_stops_the_next_send_and_lets_its_lease_go(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def full_disk_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplyCache:
+    """A cache whose every store fails as on a full disk (leases still work)."""
     cache = ReplyCache(tmp_path / "cache")
     store = cache._store
     assert store is not None
@@ -128,6 +127,13 @@ def test_a_deferred_store_that_failed_stops_the_next_send_and_lets_its_lease_go(
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(store, "set", full)
+    return cache
+
+
+def test_a_deferred_store_that_failed_stops_the_next_send_and_lets_its_lease_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = full_disk_cache(tmp_path, monkeypatch)
     sent: Counter[str] = Counter()
     fetch = fetcher(CachePath[bytes](cache), sent)
 
@@ -148,14 +154,7 @@ def test_a_deferred_store_that_failed_stops_the_next_send_and_lets_its_lease_go(
 def test_the_exit_settles_deferred_writes_and_raises_a_failed_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cache = ReplyCache(tmp_path / "cache")
-    store = cache._store
-    assert store is not None
-
-    def full(*args: object, **kwargs: object) -> None:
-        raise sqlite3.OperationalError("database or disk is full")
-
-    monkeypatch.setattr(store, "set", full)
+    cache = full_disk_cache(tmp_path, monkeypatch)
     fetch = fetcher(CachePath[bytes](cache), Counter())
 
     async def main() -> None:
