@@ -1,21 +1,21 @@
 """Streams rows through concurrent provider calls: the task group of the rows (async I/O;
 ``run.execute`` runs the progress display beside it, ``run.stop`` a signal watcher).
 
-``concurrency`` workers take the rows one at a time from the input iterator. Each worker asks
-Jev for one row (one request, every question), applies the policy and asks the baseline judge;
-outcomes are handed on in input order whatever order the calls finish in, through a bounded
-reordering window, so memory does not grow with the row count. A call that fails is recorded as a failed
+Producer -> bounded memory object stream -> ``concurrency`` workers. Each worker asks Jev for
+one row (one request, every question), applies the policy and asks the baseline judge; outcomes
+are handed on in input order whatever order the calls finish in, through a bounded reordering
+window, so memory does not grow with the row count. A call that fails is recorded as a failed
 row and the run goes on; only :class:`~ragbatch.core._errors.RunAborted` (or a bug) stops it.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ragbatch.core import (
     CLAIM_PREFIX,
@@ -197,35 +197,6 @@ class InOrder:
             self.advanced = anyio.Event()
 
 
-class ReadAhead:
-    """(position, (index, row)) of ``rows``, read ``ahead`` rows before they are taken, as
-    the buffer of a stream between a producer and the workers would: a bad line ends the run
-    (its error raised to whoever takes a row) before the rows in front of it are judged."""
-
-    def __init__(self, rows: Iterable[tuple[int, Row]], ahead: int) -> None:
-        self._rows = enumerate(rows)
-        self._read: deque[tuple[int, tuple[int, Row]]] = deque()
-        self._ahead = ahead
-        self._ended = False
-
-    def __iter__(self) -> ReadAhead:
-        return self
-
-    def __next__(self) -> tuple[int, tuple[int, Row]]:
-        while not self._ended and len(self._read) <= self._ahead:
-            try:
-                self._read.append(next(self._rows))
-            except StopIteration:
-                self._ended = True
-            except BaseException:  # the run ends: no worker takes a row read before it
-                self._ended = True
-                self._read.clear()
-                raise
-        if not self._read:
-            raise StopIteration
-        return self._read.popleft()
-
-
 def reorder_window(concurrency: int) -> int:
     """How many finished rows may wait for a slow one before the producer pauses."""
     return max(4096, 128 * concurrency)
@@ -271,20 +242,11 @@ async def run_stream(
     error_budget = ErrorBudget(config)
     ordered = InOrder(in_order, reorder_window(config.concurrency))
 
-    # The workers take the rows themselves, one at a time (the iterator is never entered by
-    # two at once: taking a row does not await): no producer task and no stream between, whose
-    # hand-off and wake-up cost 4 % of a live row's instructions at --concurrency 32.
-    pairs = ReadAhead(rows, config.concurrency)
-    sent = 0
-
-    async def worker() -> None:
-        nonlocal sent
+    async def worker(receive: MemoryObjectReceiveStream[tuple[int, int, Row]]) -> None:
         # A row's cache writes go to the next commit while the worker goes on; they are on
         # disk before it sends another request and before it ends (see cache._writer).
-        async with deferred_writes():
-            for position, (index, row) in pairs:
-                sent = position + 1
-                await ordered.admit(position)
+        async with receive, deferred_writes():
+            async for position, index, row in receive:
                 jev = await judge_row(row, provider, config.thresholds, config.claims)
                 error_budget.record(jev)
                 base = await baseline_row(row, baseline)
@@ -295,7 +257,15 @@ async def run_stream(
                     on_row(outcome)
                 ordered.put(position, outcome)
 
+    send, receive = anyio.create_memory_object_stream[tuple[int, int, Row]](config.concurrency)
+    sent = 0
     async with anyio.create_task_group() as tg:
         for _ in range(config.concurrency):
-            tg.start_soon(worker)
+            tg.start_soon(worker, receive.clone())
+        receive.close()
+        async with send:
+            for position, (index, row) in enumerate(rows):
+                await ordered.admit(position)
+                await send.send((position, index, row))
+                sent = position + 1
     return sent

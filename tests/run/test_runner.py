@@ -4,7 +4,6 @@ and no label field ever reaching the provider. A scripted fake provider, no real
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -199,26 +198,3 @@ def test_a_slow_row_holds_back_at_most_the_reorder_window(
     assert total == 48 and seen == list(range(48))  # handed on in input order
     # positions 1-4 may run while row 0 is pending; position 5 waits for it (window 5)
     assert len(provider.started_while_first_pending) == 4
-
-
-def test_rows_are_read_ahead_and_a_bad_one_hands_out_nothing_read_before_it() -> None:
-    row = Row(id="r", question="q", contexts=[], answer="a")
-    read: list[int] = []
-
-    def rows(bad_at: int | None) -> Iterator[tuple[int, Row]]:
-        for i in range(10):
-            if i == bad_at:
-                raise DatasetError("rows.jsonl", i + 1, "invalid JSON")
-            read.append(i)
-            yield i, row
-
-    ahead = runner.ReadAhead(rows(None), 3)
-    assert next(ahead)[0] == 0 and read == [0, 1, 2, 3]  # as a stream's buffer of 3 would
-    assert [position for position, _ in ahead] == list(range(1, 10))
-
-    read.clear()
-    failing = runner.ReadAhead(rows(2), 3)
-    with pytest.raises(DatasetError, match="invalid JSON"):
-        next(failing)  # the bad row is met reading ahead, before row 0 is judged
-    assert read == [0, 1]
-    assert list(failing) == []  # rows 0 and 1 were read, and are never handed out
