@@ -14,7 +14,7 @@ higher-precedence rule could still be the truth, which is what lets a risk bound
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
@@ -68,20 +68,25 @@ class Thresholds:
     per: tuple[tuple[str, float, float], ...] = ()
     routing: Routing = "showcase"
 
+    # Each judgment's (fail, pass), ``per`` applied: resolved once, read by every diagnosis.
+    bounds: dict[str, tuple[float, float]] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
+
     def __post_init__(self) -> None:
         if self.routing not in ROUTINGS:
             raise ConfigError(f"unknown routing {self.routing!r}; use one of {list(ROUTINGS)}")
         _check(self.fail, self.pass_, "; check --fail-threshold and --pass-threshold")
+        bounds = dict.fromkeys(JUDGMENTS, (self.fail, self.pass_))
         for name, fail, pass_ in self.per:
             if name not in JUDGMENTS:
                 raise ConfigError(f"unknown judgment {name!r} in thresholds; known: {JUDGMENTS}")
             _check(fail, pass_, f" for {name}")
+            bounds[name] = (fail, pass_)
+        object.__setattr__(self, "bounds", bounds)
 
     def pair(self, name: str) -> tuple[float, float]:
-        for judgment, fail, pass_ in self.per:
-            if judgment == name:
-                return fail, pass_
-        return self.fail, self.pass_
+        return self.bounds.get(name, (self.fail, self.pass_))
 
     def is_low(self, p: float, name: str = "") -> bool:
         return p <= self.pair(name)[0]
@@ -149,6 +154,9 @@ class Verdict:
     route: Route
 
 
+UNCERTAIN = Verdict("JUDGE_UNCERTAIN", 0.5, "fallback")
+
+
 def _need(value: float | None, name: str) -> float:
     if value is None:
         raise ValueError(f"judgment {name} missing")  # a bug: requests always ask it
@@ -170,9 +178,10 @@ def diagnose(j: Judgments, t: Thresholds, claims: ClaimSummary | None = None) ->
     contradiction = _need(g.contradiction, "contradiction")
     correctness = g.correctness
     best_chunk = max(r.chunk_relevance.values()) if r.chunk_relevance else None
+    b = t.bounds  # (fail, pass) by judgment: b[name][0] is "confidently no", [1] "yes"
     if t.routing == "guarded":
         return _guarded(
-            t,
+            b,
             claims,
             sufficiency,
             conflict,
@@ -183,24 +192,25 @@ def diagnose(j: Judgments, t: Thresholds, claims: ClaimSummary | None = None) ->
             best_chunk,
         )
 
-    if t.is_high(conflict, "contextConflict"):
+    if conflict >= b["contextConflict"][1]:
         return Verdict("CONFLICTING_EVIDENCE", conflict, "auto")
     if best_chunk is None:
         return Verdict("RETRIEVAL_MISS", 1.0, "auto")
-    if t.is_low(best_chunk, "chunkRelevance"):
+    if best_chunk <= b["chunkRelevance"][0]:
         return Verdict("RETRIEVAL_MISS", 1.0 - best_chunk, "auto")
-    if t.is_low(sufficiency, "contextSufficiency"):
+    if sufficiency <= b["contextSufficiency"][0]:
         return Verdict("RETRIEVAL_INSUFFICIENT", 1.0 - sufficiency, "auto")
-    if t.is_low(relevance, "answerRelevance"):
+    if relevance <= b["answerRelevance"][0]:
         return Verdict("ANSWER_IRRELEVANT", 1.0 - relevance, "auto")
+    contradicted = contradiction >= b["contradiction"][1]
     if claims is not None:
-        if claims.answer_fails or t.is_high(contradiction, "contradiction"):
+        if claims.answer_fails or contradicted:
             veto = claims.confidence if claims.answer_fails else 0.0
-            high = contradiction if t.is_high(contradiction, "contradiction") else 0.0
+            high = contradiction if contradicted else 0.0
             return Verdict("GENERATOR_UNGROUNDED", max(veto, high), "auto")
-    elif t.is_low(grounded, "groundedness") or t.is_high(contradiction, "contradiction"):
+    elif grounded <= b["groundedness"][0] or contradicted:
         return Verdict("GENERATOR_UNGROUNDED", max(1.0 - grounded, contradiction), "auto")
-    if correctness is not None and t.is_low(correctness, "correctness"):
+    if correctness is not None and correctness <= b["correctness"][0]:
         return Verdict("ANSWER_INCORRECT", 1.0 - correctness, "auto")
 
     support = grounded if claims is None else claims.confidence
@@ -215,9 +225,12 @@ def diagnose(j: Judgments, t: Thresholds, claims: ClaimSummary | None = None) ->
         signals.append(("groundedness", grounded))
     if correctness is not None:
         signals.append(("correctness", correctness))
-    uncertain = any(t.is_uncertain(p, name) for name, p in signals)
-    if uncertain or (claims is not None and claims.uncertain):
-        return Verdict("JUDGE_UNCERTAIN", 0.5, "fallback")
+    for name, p in signals:  # a loop, not any(): this runs for every row, six times
+        fail, pass_ = b[name]
+        if fail < p < pass_:
+            return UNCERTAIN
+    if claims is not None and claims.uncertain:
+        return UNCERTAIN
 
     passing = [sufficiency, 1.0 - conflict, relevance, support, 1.0 - contradiction]
     if correctness is not None:
@@ -225,11 +238,8 @@ def diagnose(j: Judgments, t: Thresholds, claims: ClaimSummary | None = None) ->
     return Verdict("PASS", min(passing), "auto")
 
 
-UNCERTAIN = Verdict("JUDGE_UNCERTAIN", 0.5, "fallback")
-
-
 def _guarded(
-    t: Thresholds,
+    b: dict[str, tuple[float, float]],
     claims: ClaimSummary | None,
     sufficiency: float,
     conflict: float,
@@ -240,42 +250,42 @@ def _guarded(
     best_chunk: float | None,
 ) -> Verdict:
     """The guarded walk (docs/semantics.md §2a): stop at the first rule not confidently ruled out."""
-    if t.is_high(conflict, "contextConflict"):
+    if conflict >= b["contextConflict"][1]:
         return Verdict("CONFLICTING_EVIDENCE", conflict, "auto")
-    if not t.is_low(conflict, "contextConflict"):
+    if not (conflict <= b["contextConflict"][0]):
         return UNCERTAIN
     if best_chunk is None:
         return Verdict("RETRIEVAL_MISS", 1.0, "auto")
-    if t.is_low(best_chunk, "chunkRelevance"):
+    if best_chunk <= b["chunkRelevance"][0]:
         return Verdict("RETRIEVAL_MISS", 1.0 - best_chunk, "auto")
-    if not t.is_high(best_chunk, "chunkRelevance"):
+    if not (best_chunk >= b["chunkRelevance"][1]):
         return UNCERTAIN
-    if t.is_low(sufficiency, "contextSufficiency"):
+    if sufficiency <= b["contextSufficiency"][0]:
         return Verdict("RETRIEVAL_INSUFFICIENT", 1.0 - sufficiency, "auto")
-    if not t.is_high(sufficiency, "contextSufficiency"):
+    if not (sufficiency >= b["contextSufficiency"][1]):
         return UNCERTAIN
-    if t.is_low(relevance, "answerRelevance"):
+    if relevance <= b["answerRelevance"][0]:
         return Verdict("ANSWER_IRRELEVANT", 1.0 - relevance, "auto")
-    if not t.is_high(relevance, "answerRelevance"):
+    if not (relevance >= b["answerRelevance"][1]):
         return UNCERTAIN
-    contradicted = t.is_high(contradiction, "contradiction")
+    contradicted = contradiction >= b["contradiction"][1]
     if claims is not None:
         if claims.answer_fails or contradicted:
             veto = claims.confidence if claims.answer_fails else 0.0
             return Verdict(
                 "GENERATOR_UNGROUNDED", max(veto, contradiction if contradicted else 0.0), "auto"
             )
-        if claims.uncertain or not t.is_low(contradiction, "contradiction"):
+        if claims.uncertain or not (contradiction <= b["contradiction"][0]):
             return UNCERTAIN
     else:
-        if t.is_low(grounded, "groundedness") or contradicted:
+        if grounded <= b["groundedness"][0] or contradicted:
             return Verdict("GENERATOR_UNGROUNDED", max(1.0 - grounded, contradiction), "auto")
-        if not (t.is_high(grounded, "groundedness") and t.is_low(contradiction, "contradiction")):
+        if not (grounded >= b["groundedness"][1] and contradiction <= b["contradiction"][0]):
             return UNCERTAIN
     if correctness is not None:
-        if t.is_low(correctness, "correctness"):
+        if correctness <= b["correctness"][0]:
             return Verdict("ANSWER_INCORRECT", 1.0 - correctness, "auto")
-        if not t.is_high(correctness, "correctness"):
+        if not (correctness >= b["correctness"][1]):
             return UNCERTAIN
     support = grounded if claims is None else claims.confidence
     passing = [sufficiency, 1.0 - conflict, relevance, support, 1.0 - contradiction]
