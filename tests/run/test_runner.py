@@ -198,3 +198,66 @@ def test_a_slow_row_holds_back_at_most_the_reorder_window(
     assert total == 48 and seen == list(range(48))  # handed on in input order
     # positions 1-4 may run while row 0 is pending; position 5 waits for it (window 5)
     assert len(provider.started_while_first_pending) == 4
+
+
+class AnswersFirstRows:
+    """Answers the first ``answered`` rows at once; every later call waits until cancelled."""
+
+    name = "first-rows"
+    endpoint = "first-rows"
+    model = "mock-jev"
+
+    def __init__(self, answered: int) -> None:
+        self.inner = MockProvider()
+        self.answered = answered
+        self.calls = 0
+        self.stuck = anyio.Event()
+
+    async def fetch_answers(self, call: Call) -> Reply:
+        self.calls += 1
+        if self.calls > self.answered:
+            self.stuck.set()
+            await anyio.sleep_forever()
+        return await self.inner.fetch_answers(call)
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("batch", [4, runner.SINK_BATCH])
+def test_a_stopped_run_hands_on_every_row_finished_in_order(
+    monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    """Rows go to the in-order sink in batches; a run cut short still hands on the ones
+    whose turn had come (the interrupted run's "after N rows" counts them)."""
+    monkeypatch.setattr(runner, "SINK_BATCH", batch)
+    provider = AnswersFirstRows(10)
+    seen: list[int] = []
+
+    async def go() -> None:
+        rows = enumerate(JsonlReader(FIXTURE))
+        sink = lambda o: seen.append(o.index)  # noqa: E731
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    runner.run_stream, rows, provider, RecordedBaseline(), RunConfig(1), sink
+                )
+                await provider.stuck.wait()
+                scope.cancel()
+
+    anyio.run(go)
+    assert seen == list(range(10))
+
+
+def test_rows_reach_the_sink_in_order_across_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "SINK_BATCH", 5)
+    seen: list[int] = []
+
+    async def go() -> int:
+        rows = enumerate(JsonlReader(FIXTURE))
+        sink = lambda o: seen.append(o.index)  # noqa: E731
+        return await runner.run_stream(
+            rows, ScriptedProvider(4), RecordedBaseline(), RunConfig(8), sink
+        )
+
+    assert anyio.run(go) == 48 and seen == list(range(48))
