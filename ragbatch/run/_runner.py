@@ -11,8 +11,9 @@ row and the run goes on; only :class:`~ragbatch.core._errors.RunAborted` (or a b
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -46,6 +47,8 @@ from ragbatch.core import (
     summarize_claims,
 )
 from ragbatch.providers.cache import deferred_writes
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +217,25 @@ class InOrder:
             self.sink(outcome)
 
 
+def read_ahead(rows: Iterable[T], count: int) -> Iterator[T]:
+    """``rows``, pulled ``count`` at a time (so they are read and parsed back to back, warm:
+    see :data:`SINK_BATCH`) and handed on one by one. An error raised while pulling comes
+    after the rows pulled before it, as it would without the read-ahead."""
+    source = iter(rows)
+    while True:
+        chunk: list[T] = []
+        try:
+            for _ in range(count):
+                chunk.append(next(source))
+        except StopIteration:
+            yield from chunk
+            return
+        except Exception:
+            yield from chunk
+            raise
+        yield from chunk
+
+
 def reorder_window(concurrency: int) -> int:
     """How many finished rows may wait for a slow one before the producer pauses."""
     return max(4096, 128 * concurrency)
@@ -283,7 +305,7 @@ async def run_stream(
                 tg.start_soon(worker, receive.clone())
             receive.close()
             async with send:
-                for position, (index, row) in enumerate(rows):
+                for position, (index, row) in enumerate(read_ahead(rows, SINK_BATCH)):
                     await ordered.admit(position)
                     await send.send((position, index, row))
                     sent = position + 1

@@ -4,6 +4,7 @@ and no label field ever reaching the provider. A scripted fake provider, no real
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -261,3 +262,17 @@ def test_rows_reach_the_sink_in_order_across_batches(monkeypatch: pytest.MonkeyP
         )
 
     assert anyio.run(go) == 48 and seen == list(range(48))
+
+
+def test_read_ahead_hands_on_every_row_pulled_before_an_error() -> None:
+    def rows() -> Iterator[int]:
+        yield from range(7)
+        raise DatasetError("data.jsonl", 8, "bad row")
+
+    got: list[int] = []
+    with pytest.raises(DatasetError, match=r"data\.jsonl:8"):
+        for row in runner.read_ahead(rows(), 3):
+            got.append(row)
+    assert got == list(range(7))
+    assert list(runner.read_ahead(range(7), 3)) == list(range(7))
+    assert list(runner.read_ahead([], 3)) == []
