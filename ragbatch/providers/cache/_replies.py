@@ -17,6 +17,7 @@ takes the lease over and sends the request itself).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 from collections.abc import Awaitable, Callable
@@ -280,7 +281,7 @@ class CachePath(Generic[V]):
                     await writes.settle()
                 value = await send()
                 # Stores the entry, then lets the lease go, in one commit.
-                store: CacheOp = ("store", key, encode(value))
+                store: CacheOp = ("store", key, functools.partial(encode, value))
                 if writes is None:  # returns once it is committed
                     _check_store(await self._commits.submit(store))
                 else:  # handed to the next commit; duplicates of the key wait for it
