@@ -29,6 +29,7 @@ from ragbatch.core import ConfigError
 from ragbatch.run._config import JobResult
 from ragbatch.run._execute import Outcomes, execute
 from ragbatch.run._factory import Parts, build_parts
+from ragbatch.run._gc import collect_less
 from ragbatch.run._options import RunOptions, check_options
 from ragbatch.run._outputs import StagedFiles, write_outputs, write_part, write_views
 from ragbatch.run._stop import RunCanceller
@@ -68,21 +69,23 @@ async def _run_parts(
     canceller: RunCanceller | None,
     outputs: Callable[[Parts, Outcomes, StagedFiles, Callable[[str], None]], T],
 ) -> T:
-    """Build the parts, execute them, then ``outputs`` writes what the run produced."""
-    parts = build_parts(options, warn)
-    staged = StagedFiles()
-    try:
+    """Build the parts, execute them, then ``outputs`` writes what the run produced (with
+    fewer cyclic garbage collections: :mod:`ragbatch.run._gc`)."""
+    with collect_less():
+        parts = build_parts(options, warn)
+        staged = StagedFiles()
         try:
-            rows_out = staged.rows(options.output.rows_out, options.output.flush_rows)
-            kept = await execute(parts, rows_out, canceller)
-        finally:
-            await parts.aclose()
-        if canceller is not None and kept.stopped:
-            raise canceller.interrupted(kept.builder.rows, cache_written(parts))
-        return outputs(parts, kept, staged, warn)
-    except BaseException:
-        staged.discard()  # a failed run never replaces an earlier result
-        raise
+            try:
+                rows_out = staged.rows(options.output.rows_out, options.output.flush_rows)
+                kept = await execute(parts, rows_out, canceller)
+            finally:
+                await parts.aclose()
+            if canceller is not None and kept.stopped:
+                raise canceller.interrupted(kept.builder.rows, cache_written(parts))
+            return outputs(parts, kept, staged, warn)
+        except BaseException:
+            staged.discard()  # a failed run never replaces an earlier result
+            raise
 
 
 def run_job(
