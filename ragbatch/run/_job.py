@@ -25,11 +25,11 @@ from typing import Any, TypeVar
 
 import anyio
 
+from ragbatch._gc import collect_less
 from ragbatch.core import ConfigError
 from ragbatch.run._config import JobResult
 from ragbatch.run._execute import Outcomes, execute
 from ragbatch.run._factory import Parts, build_parts
-from ragbatch.run._gc import collect_less
 from ragbatch.run._options import RunOptions, check_options
 from ragbatch.run._outputs import StagedFiles, write_outputs, write_part, write_views
 from ragbatch.run._stop import RunCanceller
@@ -70,7 +70,7 @@ async def _run_parts(
     outputs: Callable[[Parts, Outcomes, StagedFiles, Callable[[str], None]], T],
 ) -> T:
     """Build the parts, execute them, then ``outputs`` writes what the run produced (with
-    fewer cyclic garbage collections: :mod:`ragbatch.run._gc`)."""
+    fewer cyclic garbage collections: :mod:`ragbatch._gc`)."""
     with collect_less():
         parts = build_parts(options, warn)
         staged = StagedFiles()

@@ -1,4 +1,5 @@
-"""Fewer cyclic garbage collections while a run streams rows (process-wide state).
+"""Fewer cyclic garbage collections while a run streams rows (process-wide state; imports
+nothing heavy, so the ``ragbatch`` program enters it before its own imports).
 
 CPython's cyclic collector runs its youngest generation every 700 net new container objects
 (``gc.get_threshold()``'s first number) and every object that survives one is scanned again by

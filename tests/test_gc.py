@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from ragbatch.run import _gc, _job
-from ragbatch.run._gc import YOUNG_THRESHOLD, collect_less
+from ragbatch import _gc
+from ragbatch._gc import YOUNG_THRESHOLD, collect_less
+from ragbatch.run import _job
 from ragbatch.run._job import run_job
 from ragbatch.run._options import RunOptions
 
-FIXTURE = Path(__file__).resolve().parents[2] / "datasets/rag-fixture.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "datasets/rag-fixture.jsonl"
 
 
 @pytest.fixture(autouse=True)
