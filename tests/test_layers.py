@@ -218,6 +218,7 @@ RANKS = {
     "core": 0,
     "_files": 0.5,  # the atomic output files every I/O layer writes: above core, below all else
     "_lazy": 0.5,  # the front doors' import on first use: imports nothing of ragbatch
+    "_gc": 0.5,  # the run's and the program's garbage-collector thresholds: imports nothing
     "providers": 1,
     "data": 1,
     "metrics": 2,
