@@ -85,19 +85,6 @@ class Thresholds:
             bounds[name] = (fail, pass_)
         object.__setattr__(self, "bounds", bounds)
 
-    def pair(self, name: str) -> tuple[float, float]:
-        return self.bounds.get(name, (self.fail, self.pass_))
-
-    def is_low(self, p: float, name: str = "") -> bool:
-        return p <= self.pair(name)[0]
-
-    def is_high(self, p: float, name: str = "") -> bool:
-        return p >= self.pair(name)[1]
-
-    def is_uncertain(self, p: float, name: str = "") -> bool:
-        fail, pass_ = self.pair(name)
-        return fail < p < pass_
-
 
 class DiagnosisRisk(BaseModel):
     """One automatic diagnosis of a certified policy on the labelled rows it was tested on."""
