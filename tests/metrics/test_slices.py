@@ -180,8 +180,22 @@ def test_table_ignores_row_order(rows: list[tuple[str, float]], rnd: random.Rand
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
 def test_ascii_text_is_tokenized_as_the_regex_does(text: str) -> None:
     # the byte-table split of ASCII text gives exactly the casefolded \w+ tokens
-    assert _words(text) == set(re.findall(r"\w+", text.casefold()))
+    assert _words(text) == {w.encode() for w in re.findall(r"\w+", text.casefold())}
 
 
 def test_other_text_is_tokenized_by_the_regex() -> None:
-    assert _words("Straße ÉTÉ naïve_1, x") == {"strasse", "été", "naïve_1", "x"}
+    assert _words("Straße ÉTÉ naïve_1, x") == {
+        w.encode() for w in ("strasse", "été", "naïve_1", "x")
+    }
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=40), st.text(max_size=40))
+def test_jaccard_of_ascii_and_other_text_is_the_regex_tokens(ascii_text: str, other: str) -> None:
+    # one text split by the byte table, the other by the regex: the same words still match
+    def tokens(text: str) -> set[str]:
+        return set(re.findall(r"\w+", text.casefold()))
+
+    for a, b in ((ascii_text, ascii_text + " é " + other), (ascii_text, other)):
+        left, right = tokens(a), tokens(b)
+        expected = len(left & right) / len(left | right) if left or right else 1.0
+        assert jaccard(a, b) == expected
