@@ -3,7 +3,6 @@ while the task goes on, and is on disk before the task sends again and before it
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from ragbatch.core import CacheError
 from ragbatch.providers.cache import CachePath, ReplyCache, deferred_writes
+from tests.providers.full_disk import entries_refused
 
 
 def same(value: bytes) -> bytes:
@@ -117,23 +117,10 @@ def test_duplicates_of_a_deferred_key_wait_for_its_commit_and_send_nothing(
     cache.close()
 
 
-def full_disk_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ReplyCache:
-    """A cache whose every store fails as on a full disk (leases still work)."""
-    cache = ReplyCache(tmp_path / "cache")
-    store = cache._store
-    assert store is not None
-
-    def full(*args: object, **kwargs: object) -> None:
-        raise sqlite3.OperationalError("database or disk is full")
-
-    monkeypatch.setattr(store, "set", full)
-    return cache
-
-
 def test_a_deferred_store_that_failed_stops_the_next_send_and_lets_its_lease_go(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    cache = full_disk_cache(tmp_path, monkeypatch)
+    cache = ReplyCache(tmp_path / "cache")
     sent: Counter[str] = Counter()
     fetch = fetcher(CachePath[bytes](cache), sent)
 
@@ -143,7 +130,8 @@ def test_a_deferred_store_that_failed_stops_the_next_send_and_lets_its_lease_go(
             with pytest.raises(CacheError, match="full"):
                 await fetch("k2")  # settles k1 first: no request for k2
 
-    anyio.run(main)
+    with entries_refused(tmp_path / "cache"):
+        anyio.run(main)
     assert sent == {"k1": 1}
     other = ReplyCache(tmp_path / "cache")
     assert other.acquire_leases(["k1", "k2"]) == {"k1", "k2"}  # neither lease is left held
@@ -151,10 +139,8 @@ def test_a_deferred_store_that_failed_stops_the_next_send_and_lets_its_lease_go(
     cache.close()
 
 
-def test_the_exit_settles_deferred_writes_and_raises_a_failed_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cache = full_disk_cache(tmp_path, monkeypatch)
+def test_the_exit_settles_deferred_writes_and_raises_a_failed_one(tmp_path: Path) -> None:
+    cache = ReplyCache(tmp_path / "cache")
     fetch = fetcher(CachePath[bytes](cache), Counter())
 
     async def main() -> None:
@@ -162,7 +148,9 @@ def test_the_exit_settles_deferred_writes_and_raises_a_failed_one(
             async with deferred_writes():
                 await fetch("k1")
 
-    anyio.run(main)
+    with entries_refused(tmp_path / "cache"):
+        anyio.run(main)
+    assert cache.get("k1") is None
     cache.close()
 
 

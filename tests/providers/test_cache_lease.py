@@ -34,6 +34,7 @@ from ragbatch.providers.cache._replies import CachedProvider, CachePath, ReplyCa
 from ragbatch.providers.cache._store import CacheOp, Committed
 from ragbatch.providers.cache._writer import THREAD_EVERY, GroupCommit, LockTaken
 from ragbatch.testing import Fault, JevServer
+from tests.providers.full_disk import entries_refused
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS: list[Row] = list(JsonlReader(ROOT / "datasets" / "rag-fixture.jsonl"))
@@ -338,24 +339,15 @@ def test_a_store_and_its_release_commit_together_with_the_next_takes(tmp_path: P
     other.close()
 
 
-def test_a_failed_store_keeps_its_lease_and_still_takes_the_others(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failed_store_keeps_its_lease_and_still_takes_the_others(tmp_path: Path) -> None:
     cache, other = ReplyCache(tmp_path / "cache"), ReplyCache(tmp_path / "cache")
     assert cache.acquire_leases(["k1", "k3"]) == {"k1", "k3"}
-    store = cache._store
-    assert store is not None
-
-    def full(*args: object, **kwargs: object) -> None:
-        raise sqlite3.OperationalError("database or disk is full")
-
-    monkeypatch.setattr(store, "set", full)
-    done = cache.commit_ops(
-        [("store", "k1", b"reply"), ("release", "k3", None), ("acquire", "k2", None)]
-    )
+    with entries_refused(tmp_path / "cache"):
+        done = cache.commit_ops(
+            [("store", "k1", b"reply"), ("release", "k3", None), ("acquire", "k2", None)]
+        )
     assert done.acquired == {"k2"} and done.store_error is not None
     assert "full" in str(done.store_error)
-    monkeypatch.undo()
     assert cache.get("k1") is None
     # k1 is still this owner's (its row lets it go itself); k3 was let go; k2 was taken
     assert other.acquire_leases(["k1", "k2", "k3"]) == {"k3"}
