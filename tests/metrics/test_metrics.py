@@ -410,6 +410,20 @@ def test_classification_is_row_order_independent(
 
 
 @settings(max_examples=200)
+@given(pairs)
+def test_classification_labels_are_in_order_of_first_appearance(
+    rows: list[tuple[str, str | None]],
+) -> None:
+    # the definition, label by label: actual before predicted, failed rows add none
+    order: list[str] = []
+    for actual, predicted in rows:
+        for label in (actual, predicted) if predicted is not None else ():
+            if label not in order:
+                order.append(label)
+    assert m.classification(rows).confusion.labels == order
+
+
+@settings(max_examples=200)
 @given(scored, st.data())
 def test_calibration_and_component_are_row_order_independent(
     items: list[tuple[float, bool]], data: st.DataObject
