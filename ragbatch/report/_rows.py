@@ -46,6 +46,14 @@ def row_result(
     j = o.jev
     reply, verdict = j.reply, j.verdict
     base_model = o.baseline.reply.model if o.baseline.reply else None
+    baseline = _verdict(base, "baseline", base_model)
+    usage = None
+    if reply:
+        tokens_in = tokens_out = 0
+        for r in j.replies:
+            tokens_in += r.usage.input_tokens
+            tokens_out += r.usage.output_tokens
+        usage = UsageTotals(calls=len(j.replies), input_tokens=tokens_in, output_tokens=tokens_out)
     return RowResult(
         id=o.row.id,
         decision_id=o.decision.decision_id,
@@ -60,22 +68,12 @@ def row_result(
         route=verdict.route if verdict else "failed",
         model=reply.model if reply else None,
         latency_ms=j.latency_ms,
-        usage=(
-            UsageTotals(
-                calls=len(j.replies),
-                input_tokens=sum(r.usage.input_tokens for r in j.replies),
-                output_tokens=sum(r.usage.output_tokens for r in j.replies),
-            )
-            if reply
-            else None
-        ),
+        usage=usage,
         expected=o.row.expected.diagnosis if o.row.expected else None,
-        baseline=_verdict(base, "baseline", base_model),
-        cascade=_verdict(
-            cascade,
-            "baseline" if routed else "jev",
-            base_model if routed else (reply.model if reply else None),
-        ),
+        baseline=baseline,
+        # routed, the cascade's verdict is the baseline's (the same diagnosis, confidence
+        # and failure: cascade_decided takes them from it)
+        cascade=baseline if routed else _verdict(cascade, "jev", reply.model if reply else None),
         claims=claim_rows(o) if j.claims is not None else None,
         claim_summary=claim_summary_out(o) if j.claim_summary is not None else None,
         retrieval_ranking=ranking,
