@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from ragbatch.core._schema import Diagnosis, Row, TokenUsage
-from ragbatch.core._wire import Answer, JevRequest, NoulAnswer
+from ragbatch.core._wire import Answer, JevRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ class Reply(BaseModel):
 
     def probabilities(self) -> dict[str, float]:
         """P(true) of every noul answer, by question id."""
-        return {k: a.noul for k, a in self.answers.items() if isinstance(a, NoulAnswer)}
+        return {k: a.noul for k, a in self.answers.items() if a.type == "noul"}
 
 
 class Provider(Protocol):

@@ -23,7 +23,7 @@ import re
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit
 
-from ragbatch.core import ConfigError, RunAborted, ScoreAnswer, WireReply
+from ragbatch.core import ConfigError, RunAborted, WireReply
 
 MASK = "***"
 PREFIX = 8  # a start of a key this long is masked: it narrows a guess too much to show
@@ -157,7 +157,7 @@ def masked_reply(reply: WireReply, redact: Redactor) -> WireReply:
     model = redact(reply.model)
     answers = dict(reply.answers)
     for qid, answer in reply.answers.items():
-        if isinstance(answer, ScoreAnswer) and any(map(redact.leaks, answer.legend.values())):
+        if answer.type == "score" and any(map(redact.leaks, answer.legend.values())):
             legend = {level: redact(text) for level, text in answer.legend.items()}
             answers[qid] = answer.model_copy(update={"legend": legend})
     if model == reply.model and answers == reply.answers:
