@@ -13,7 +13,7 @@ from ragbatch.metrics._slices import (
     NONE_VALUE,
     RULE,
     SliceItem,
-    _words,
+    _token_sets,
     context_count_bucket,
     is_near_duplicate_top3,
     jaccard,
@@ -180,13 +180,12 @@ def test_table_ignores_row_order(rows: list[tuple[str, float]], rnd: random.Rand
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
 def test_ascii_text_is_tokenized_as_the_regex_does(text: str) -> None:
     # the byte-table split of ASCII text gives exactly the casefolded \w+ tokens
-    assert _words(text) == {w.encode() for w in re.findall(r"\w+", text.casefold())}
+    assert _token_sets([text]) == [{w.encode() for w in re.findall(r"\w+", text.casefold())}]
 
 
-def test_other_text_is_tokenized_by_the_regex() -> None:
-    assert _words("Straße ÉTÉ naïve_1, x") == {
-        w.encode() for w in ("strasse", "été", "naïve_1", "x")
-    }
+def test_texts_beside_a_non_ascii_one_are_all_tokenized_by_the_regex() -> None:
+    sets = _token_sets(["Straße ÉTÉ naïve_1, x", "A b"])
+    assert sets == [{"strasse", "été", "naïve_1", "x"}, {"a", "b"}]
 
 
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=40), st.text(max_size=40))
