@@ -88,21 +88,6 @@ class JevRequest(BaseModel):
     state: dict[str, Any]
     questions: dict[str, Question]
 
-    # Computed once per request: the request key, the size checks and the token estimate
-    # each read it (a row's state was serialized four times).
-    @functools.cached_property
-    def canonical_state(self) -> bytes:
-        """The state's canonical JSON (:func:`canonical_json`). Never mutate the state."""
-        return canonical_json(self.state)
-
-    def model_copy(
-        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
-    ) -> JevRequest:
-        """A copy (pydantic's) that serializes its state afresh (see :class:`Question`)."""
-        copy = super().model_copy(update=update, deep=deep)
-        copy.__dict__.pop("canonical_state", None)
-        return copy
-
     def body(self) -> bytes:
         """The JSON body as sent over HTTP (``model_dump(mode="json", exclude_none=True)``:
         null fields of the questions left out, the state as it is)."""
@@ -117,18 +102,13 @@ def canonical_json(value: Any) -> bytes:
 
 def request_key(endpoint: str, request: JevRequest) -> str:
     """Content address of a request: sha256 of what determines the answer, nothing else."""
-    head = {
+    payload = {
         "endpoint": endpoint,
         "model": request.model,
+        "state": request.state,
         "questions": {qid: question.wire for qid, question in request.questions.items()},
     }
-    # canonical_json of head + {"state": ...}: "state" sorts last, so the state's own
-    # canonical bytes (serialized once a request) close the object
-    digest = hashlib.sha256(canonical_json(head)[:-1])
-    digest.update(b',"state":')
-    digest.update(request.canonical_state)
-    digest.update(b"}")
-    return digest.hexdigest()
+    return hashlib.sha256(canonical_json(payload)).hexdigest()
 
 
 class _Wire(BaseModel):
