@@ -155,9 +155,8 @@ def store_then(
     return result
 
 
-# diskcache's row for a new str key and a value kept in the row (``Disk.put`` / ``Disk.store``:
-# raw key, no expiry, no tag, size 0 and mode raw for bytes under its minimum file size); its
-# triggers keep the Settings count and size as ``Cache.set`` does.
+# diskcache's row for a new str key, its value in the row (``Disk.put``, ``Disk.store``): its
+# triggers keep the Settings count and size as ``Cache.set`` does
 _INSERT_ROWS = (
     "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count, tag,"
     " size, mode, filename, value) VALUES (?, 1, ?, NULL, ?, 0, NULL, 0, 1, NULL, ?)"
@@ -170,24 +169,20 @@ def _store_all(
     then: Callable[[sqlite3.Connection], T],
 ) -> T:
     """Every entry, then ``then``, in one transaction. A new key whose value fits in the row
-    (nearly all: a reply is a few kB) is one row of one ``executemany`` INSERT: ``Cache.set``
-    reads each key before it writes it and cost 20 µs an entry to the batch's 11 (README,
-    performance). A key already there (``--cache refresh``, a race lost to another process)
-    and a value diskcache keeps in a file go through ``Cache.set``, which replaces the old
-    row and removes its file."""
+    (nearly all: a reply's entry is ~0.6 KB) is one row of one ``executemany`` INSERT:
+    ``Cache.set`` reads each key before it writes it and cost 20 µs an entry to the batch's
+    14, ten 600-byte entries a transaction (README, performance). A key already there
+    (``--cache refresh``, a race lost to another process) and a value diskcache keeps in a
+    file go through ``Cache.set``, which replaces the old row and removes its file."""
     with store.transact():
         con = store._con
         latest = dict(entries)  # a key twice: the last value, as one set after another
-        limit = store.disk_min_file_size
+        limit, now = store.disk_min_file_size, time.time()
         small = [key for key, value in latest.items() if len(value) < limit]
         present = {
-            row[0] for row in rows_with_keys(con, "SELECT key FROM Cache", small, " AND raw = 1")
+            k for (k,) in rows_with_keys(con, "SELECT key FROM Cache", small, " AND raw = 1")
         }
-        now = time.time()
-        con.executemany(
-            _INSERT_ROWS,
-            [(key, now, now, latest[key]) for key in small if key not in present],
-        )
+        con.executemany(_INSERT_ROWS, [(k, now, now, latest[k]) for k in small if k not in present])
         for key, value in latest.items():
             if key in present or len(value) >= limit:
                 store.set(key, value)
