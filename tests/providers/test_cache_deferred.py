@@ -176,35 +176,42 @@ def test_tasks_never_have_more_replies_paid_for_and_not_on_disk_than_there_are_t
 ) -> None:
     # What a kill -9 can lose: at every request sent, the replies received before it and not
     # yet in the cache are at most one a task (the calls in flight, one a worker).
-    cache = ReplyCache(tmp_path / "cache")
-    reader = ReplyCache(tmp_path / "cache")
-    received: list[str] = []
-    worst: list[int] = []
+    def scenario(directory: Path) -> int:
+        """Six tasks of twelve fetches each: the most replies not on disk at any send."""
+        cache = ReplyCache(directory)
+        reader = ReplyCache(directory)
+        received: list[str] = []
+        worst: list[int] = []
 
-    async def fetch(path: CachePath[bytes], key: str) -> None:
-        async def send() -> bytes:
-            worst.append(sum(reader.get(k) is None for k in received))
-            await anyio.sleep(0.001 * (hash(key) % 5))
-            received.append(key)
-            return b"reply"
+        async def fetch(path: CachePath[bytes], key: str) -> None:
+            async def send() -> bytes:
+                worst.append(sum(reader.get(k) is None for k in received))
+                await anyio.sleep(0.001 * (hash(key) % 5))
+                received.append(key)
+                return b"reply"
 
-        await path.fetch(key, same, same, send, same)
+            await path.fetch(key, same, same, send, same)
 
-    path = CachePath[bytes](cache)
+        path = CachePath[bytes](cache)
 
-    async def task(t: int) -> None:
-        async with deferred_writes():
-            for i in range(12):
-                await fetch(path, f"t{t}-{i}")
+        async def task(t: int) -> None:
+            async with deferred_writes():
+                for i in range(12):
+                    await fetch(path, f"t{t}-{i}")
 
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            for t in range(6):
-                tg.start_soon(task, t)
+        async def main() -> None:
+            async with anyio.create_task_group() as tg:
+                for t in range(6):
+                    tg.start_soon(task, t)
 
-    anyio.run(main)
-    assert len(received) == 72 and all(reader.get(k) == b"reply" for k in received)
-    assert max(worst) <= 6
-    assert max(worst) >= 1  # the writes were deferred (else this test shows nothing)
-    reader.close()
-    cache.close()
+        anyio.run(main)
+        assert len(received) == 72 and all(reader.get(k) == b"reply" for k in received)
+        reader.close()
+        cache.close()
+        return max(worst)
+
+    # On a loaded machine a run may commit every reply before any other send; the bound must
+    # hold in every run, and some run must show writes deferred (else this test shows nothing).
+    seen = [scenario(tmp_path / f"cache-{attempt}") for attempt in range(5)]
+    assert max(seen) <= 6
+    assert max(seen) >= 1, seen
