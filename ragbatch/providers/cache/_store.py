@@ -159,7 +159,7 @@ def store_then(
 # triggers keep the Settings count and size as ``Cache.set`` does
 _INSERT_ROWS = (
     "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count, tag,"
-    " size, mode, filename, value) VALUES (?, 1, ?, NULL, ?, 0, NULL, 0, 1, NULL, ?)"
+    f" size, mode, filename, value) VALUES (?, 1, ?, NULL, ?, 0, NULL, 0, {_MODE_RAW}, NULL, ?)"
 )
 
 
