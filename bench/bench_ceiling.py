@@ -2,7 +2,7 @@
 
     python bench/bench_ceiling.py [--concurrency 32,64,128,256,512] [--latency-ms 250]
         [--rows 8000] [--waves 32] [--case 32:200:3200] [--reference REV]
-        [--without-sniffio] [--no-replay] [--no-cache-stack] [--repeat N]
+        [--without-sniffio] [--no-replay] [--no-cache-stack] [--shared-stack] [--repeat N]
         [--instructions [--slowdown 40]]
 
 A lean asyncio loopback server (raw asyncio streams, HTTP/1.1 keep-alive, a valid Jev reply
@@ -25,6 +25,10 @@ row, rows of 3 contexts: 8 questions); its user+sys CPU is the whole process's (
   cache, so the cost of the cache's guarantees (a kill -9 loses at most the calls in flight,
   processes sharing a cache never pay twice: a group commit and a lease a row) shows apart
   from the rest of the row.
+* ``--shared-stack`` adds the stack ``this shared``: the same package, its cache directory
+  shared with another live process that holds a lease there for the whole run, so the run
+  writes a lease row for every key (a process alone in its cache leases in memory: see
+  ``ragbatch.providers.cache._lease``); the cost of never paying twice across processes.
 * ``--instructions`` counts instructions instead of CPU time: every client process runs under
   valgrind's callgrind (``valgrind`` on PATH), and each CPU figure becomes billions of
   instructions (a run) or millions (a row). CPU time on a shared machine moves by ±10 %
@@ -79,6 +83,21 @@ from bench.synth import sentence
 
 FLOOR = Path(__file__).resolve().parent / "floor_client.py"
 NO_CACHE_STACK = "this --no-cache"  # ``this`` without the reply cache (--no-cache-stack)
+SHARED_STACK = "this shared"  # ``this`` beside another process's lease (--shared-stack)
+# Run with the ragbatch under test on sys.path while a ``this shared`` client runs: another
+# process of its cache directory, holding a lease there until its stdin closes.
+ANOTHER_OWNER = """
+import sys
+from ragbatch.providers.cache import ReplyCache
+from ragbatch.providers.cache._lease import Leases
+cache = ReplyCache(sys.argv[1])
+leases = Leases(cache.db_path)
+assert leases.acquire("another process's key")
+print("holding", flush=True)
+sys.stdin.read()
+leases.close()
+cache.close()
+"""
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "bench-key"
@@ -484,7 +503,12 @@ class Bench:
             ]  # fmt: skip
         server.stats()
         server_before = server.cpu_s()
-        wall, cpu, code = self.client(stack, args)
+        owner = self.another_owner(cache) if stack == SHARED_STACK and not offline else None
+        try:
+            wall, cpu, code = self.client(stack, args)
+        finally:
+            if owner is not None:
+                owner.communicate("", timeout=30)
         server_cpu = server.cpu_s() - server_before
         seen = server.stats()
         if code != 0:
@@ -503,6 +527,15 @@ class Bench:
             peak_server=seen["maxInFlight"],
             server_cpu_ms=server_cpu / max(seen["requests"], 1) * 1000,
         )
+
+    def another_owner(self, cache: Path) -> subprocess.Popen[str]:
+        """A process that holds a lease in ``cache`` until its stdin closes (started, holding)."""
+        owner = subprocess.Popen(
+            [sys.executable, "-c", ANOTHER_OWNER, str(cache)], env=self.env(self.pythonpath("this")),
+            cwd=self.tmp / "cwd", stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert owner.stdout is not None and owner.stdout.readline() == "holding\n"
+        return owner
 
     def startup(self, stack: str, latency_ms: float) -> float:
         """CPU seconds of a one-row run (imports, set-up and one call), after an unmeasured
@@ -561,6 +594,9 @@ def main() -> None:
     parser.add_argument("--without-sniffio", action="store_true")
     parser.add_argument("--no-replay", action="store_true")
     parser.add_argument("--no-cache-stack", action="store_true", help="also this --no-cache")
+    parser.add_argument(
+        "--shared-stack", action="store_true", help="also this beside another process's lease"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="repetitions, order rotated")
     parser.add_argument(
         "--instructions", action="store_true", help="count instructions (valgrind) for CPU"
@@ -596,6 +632,8 @@ def main() -> None:
             stacks[args.reference] = archive(args.reference, tmp / "reference")
         if args.no_cache_stack:
             stacks[NO_CACHE_STACK] = ROOT
+        if args.shared_stack:
+            stacks[SHARED_STACK] = ROOT
         bench = Bench(tmp, stacks, args.without_sniffio, args.instructions)
         for name in stacks:
             print(f"stack {name}: {bench.origin(name)}")
@@ -643,7 +681,7 @@ def main() -> None:
                 replays = {
                     name: bench.run(name, 256, args.latency_ms, rows, offline=True)
                     for name in stacks
-                    if name != NO_CACHE_STACK  # nothing to replay
+                    if name not in (NO_CACHE_STACK, SHARED_STACK)  # nothing new to replay
                 }
                 for result in replays.values():
                     print(result.line(None))

@@ -13,6 +13,7 @@ import pytest
 from ragbatch.core import CacheError
 from ragbatch.providers.cache import CachePath, ReplyCache, deferred_writes
 from tests.providers.full_disk import entries_refused
+from tests.providers.owners import acquire_within
 
 
 def same(value: bytes) -> bytes:
@@ -62,9 +63,9 @@ def test_a_deferred_write_is_on_disk_before_the_task_sends_again_and_when_it_end
     anyio.run(main)
     assert seen_before_send == {"k1": b"reply k1"}  # on disk before the next request went out
     assert sent == {"k1": 1, "k2": 1}
-    # the leases were let go with the stores: another owner takes both keys at once
+    # the leases were let go with the stores: another owner gets both keys
     other = ReplyCache(tmp_path / "cache")
-    assert other.acquire_leases(["k1", "k2"]) == {"k1", "k2"}
+    assert acquire_within(other, ["k1", "k2"]) == {"k1", "k2"}
     other.close()
     cache.close()
 
@@ -134,7 +135,7 @@ def test_a_deferred_store_that_failed_stops_the_next_send_and_lets_its_lease_go(
         anyio.run(main)
     assert sent == {"k1": 1}
     other = ReplyCache(tmp_path / "cache")
-    assert other.acquire_leases(["k1", "k2"]) == {"k1", "k2"}  # neither lease is left held
+    assert acquire_within(other, ["k1", "k2"]) == {"k1", "k2"}  # neither lease is left held
     other.close()
     cache.close()
 

@@ -8,6 +8,7 @@ rows left by dead, zombie, recycled-pid and other-host holders are written as su
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -35,6 +36,7 @@ from ragbatch.providers.cache._store import CacheOp, Committed
 from ragbatch.providers.cache._writer import THREAD_EVERY, GroupCommit, LockTaken
 from ragbatch.testing import Fault, JevServer
 from tests.providers.full_disk import entries_refused
+from tests.providers.owners import another_owner
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS: list[Row] = list(JsonlReader(ROOT / "datasets" / "rag-fixture.jsonl"))
@@ -249,7 +251,8 @@ async def test_concurrent_misses_share_lease_transactions(
 
     monkeypatch.setattr(cache, "commit_ops", first_one_slow)
     settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
-    cached = CachedProvider(JevProvider(settings, RateLimiter(40)), cache)
+    with another_owner(tmp_path / "cache"):  # leases in rows, each take a commit
+        cached = CachedProvider(JevProvider(settings, RateLimiter(40)), cache)
     leases = commit_group(cached)
     async with anyio.create_task_group() as tg:
         tg.start_soon(cached.fetch_answers, call(0))
@@ -270,18 +273,22 @@ async def test_concurrent_misses_share_lease_transactions(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("shared", [False, True], ids=["alone", "shared"])
 async def test_a_write_lock_held_elsewhere_sends_commits_to_the_thread_not_the_loop(
-    start_jev_server: StartServer, tmp_path: Path
+    start_jev_server: StartServer, tmp_path: Path, shared: bool
 ) -> None:
     """Commits run on the event loop only while nobody else holds the write lock: with it held
     by another connection (another process), they give way to the thread, which waits for it,
-    and the loop keeps running meanwhile. Nothing is reported before it is committed."""
+    and the loop keeps running meanwhile. Nothing is reported before it is committed. Alone,
+    a row's one commit is its store; shared, its lease is taken in a commit too."""
     server = start_jev_server()
     cache = ReplyCache(tmp_path / "cache")
-    cached = provider(server, cache)
+    with another_owner(tmp_path / "cache") if shared else contextlib.nullcontext():
+        cached = provider(server, cache)
     commits = commit_group(cached)
     await cached.fetch_answers(call(0))  # no one else: on the loop
-    assert commits.commits >= 2 and commits.threaded == 0 and commits.gave_way == 0
+    assert commits.commits == (2 if shared else 1)
+    assert commits.threaded == 0 and commits.gave_way == 0
 
     other = sqlite3.connect(cache.db_path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process's write transaction
@@ -313,15 +320,18 @@ async def test_a_write_lock_held_elsewhere_sends_commits_to_the_thread_not_the_l
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("shared", [False, True], ids=["alone", "shared"])
 async def test_every_so_many_commits_run_in_the_thread_for_its_wal_checkpoints(
-    start_jev_server: StartServer, tmp_path: Path
+    start_jev_server: StartServer, tmp_path: Path, shared: bool
 ) -> None:
-    cached = provider(start_jev_server(), ReplyCache(tmp_path / "cache"))
+    with another_owner(tmp_path / "cache") if shared else contextlib.nullcontext():
+        cached = provider(start_jev_server(), ReplyCache(tmp_path / "cache"))
     commits = commit_group(cached)
-    for index in range(THREAD_EVERY):  # one at a time: two commits a row
+    for index in range(THREAD_EVERY):  # one at a time: a commit a row alone, shared two
         await cached.fetch_answers(call(index))
-    assert commits.commits == 2 * THREAD_EVERY
-    assert commits.threaded == 2 and commits.gave_way == 0
+    a_row = 2 if shared else 1
+    assert commits.commits == a_row * THREAD_EVERY
+    assert commits.threaded == a_row and commits.gave_way == 0
     await cached.aclose()
 
 
@@ -425,7 +435,13 @@ async def test_an_entry_stored_between_the_miss_and_the_take_is_read_not_sent(
     missed and before it takes the lease: the taking commit sees the entry, so it is read."""
     other = ReplyCache(tmp_path / "cache")
     sent: list[str] = []
-    path = CountedPath(ReplyCache(tmp_path / "cache"), lambda: other.put("k", b"theirs"))
+    assert other.acquire_lease("k")  # it is fetching "k": this one leases in rows
+
+    def theirs_stored() -> None:
+        other.put("k", b"theirs")
+        other.release_lease("k")
+
+    path = CountedPath(ReplyCache(tmp_path / "cache"), theirs_stored)
     assert await fetch_once(path, sent) == b"theirs"
     assert path.reads == 2 and sent == []
     with sqlite3.connect(tmp_path / "cache" / "cache.db") as con:  # the lease was let go

@@ -11,7 +11,22 @@ at once. A pid reused by a later process is told apart by the process token.
 
 Taking a lease is one ``BEGIN IMMEDIATE`` transaction (check, then write), so two processes
 can never both hold one key. Leases are only a way to avoid paying twice: a cache without
-them (an older ragbatch, another host) is still correct, it just may send a request twice.
+them (an older ragbatch) is still correct, it just may send a request twice.
+
+**Alone.** A run nearly always has its cache to itself, and then a lease row written and
+deleted for each request only costs time: ~7 % of a live row's CPU at 256 in flight (README,
+performance). An owner opened with ``alone=True`` that finds no live row of another owner
+writes one row, ``~alone``, in the same transaction, and from then on takes and lets go of
+its keys in memory (:meth:`Leases.take_alone`), with no transaction. Another owner that wants
+a key while a live ``~alone`` row is there takes nothing: it writes a ``~join:<owner>`` row
+and waits. The owner alone looks for such rows every ``WATCH_S`` (a thread), and when it sees
+a live one it writes the lease rows of every key it holds and deletes its ``~alone`` row, in
+one transaction: from then on it leases as everyone does, and the newcomer finds the keys in
+flight leased as usual. So two owners never both hold one key, alone or not. The ``~alone``
+row expires as a lease does, renewed by the watch while it is alone; a ``kill -9`` leaves it
+to a dead process, which nobody waits for. The owner decides before its first lookup (see
+``CachePath``): an entry another process stored earlier is then seen by the lookup, since
+nobody stores a key without leasing it.
 """
 
 from __future__ import annotations
@@ -37,6 +52,11 @@ _OPEN_OWNERS: set[str] = set()
 LeaseOp = Literal["acquire", "release"]
 _CHUNK = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
 _TIMEOUT_S = 60.0  # how long a commit in a thread waits for another process's write lock
+ALONE = "~alone"  # the row of an owner that leases in memory (a request key is hex: no clash)
+JOIN = "~join:"  # + owner: the row of an owner waiting for the one alone to lease in rows
+WATCH_S = 0.1  # how often the owner alone looks for a newcomer's ~join row
+_JOINS = f"SELECT owner, host, pid, process, expires FROM RagbatchLease WHERE key > '{JOIN}'"
+_JOINS += f" AND key < '{JOIN[:-1]};'"  # the key range of the ~join: rows (';' follows ':')
 # WITHOUT ROWID: the key is the table's only b-tree (a lease written and deleted a row touches
 # one page, not a table page and its primary-key index's). A table made before stays as it is.
 _SCHEMA = (
@@ -85,11 +105,11 @@ class Leases:
     into CacheErrors.
     """
 
-    def __init__(self, db_path: Path, ttl_s: float = 330.0) -> None:
+    def __init__(self, db_path: Path, ttl_s: float = 330.0, *, alone: bool = False) -> None:
         self.db_path = db_path
         self.ttl_s = ttl_s
         self.owner = f"{_HOST}:{os.getpid()}:{_PROCESS_TOKEN}:{secrets.token_hex(4)}"
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # this object's connection
         self._con = sqlite3.connect(
             db_path, timeout=_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
@@ -97,6 +117,112 @@ class Leases:
         self._con.execute("PRAGMA synchronous = NORMAL")
         self._con.execute(_SCHEMA)
         _OPEN_OWNERS.add(self.owner)
+        # Alone (module docstring): the keys held in memory. Lock order: ``_lock``, then
+        # SQLite's write lock, then ``_memory`` (a commit holds the write lock when it calls
+        # exchange_in), so the watch can stop it while no commit runs.
+        self.alone = False
+        self._held: set[str] = set()
+        self._memory = threading.Lock()
+        self._joined = False  # this owner's ~join row may be there
+        self._closing = threading.Event()
+        self._watch: threading.Thread | None = None
+        if alone:
+            self._go_alone()
+
+    def _go_alone(self) -> None:
+        """Write the ``~alone`` row if no other live owner has a row, then start the watch."""
+        with self._lock:
+            self._con.execute("BEGIN IMMEDIATE")
+            try:
+                rows = self._con.execute(
+                    "SELECT owner, host, pid, process, expires FROM RagbatchLease"
+                ).fetchall()
+                now = time.time()
+                if not any(self._is_live(row, now) for row in rows):
+                    self._write(self._con, [ALONE])
+                    self.alone = True
+                self._con.execute("COMMIT")
+            except sqlite3.Error:  # a full disk, a lock held for a minute: lease in rows
+                self.alone = False
+                if self._con.in_transaction:
+                    self._con.execute("ROLLBACK")
+                return
+        if self.alone:
+            self._watch = threading.Thread(target=self._watching, name="ragbatch-lease-watch")
+            self._watch.daemon = True
+            self._watch.start()
+
+    def _write(self, con: sqlite3.Connection, keys: Sequence[str]) -> None:
+        """This owner's rows for ``keys``, expiring one ``ttl_s`` from now."""
+        expires = time.time() + self.ttl_s
+        con.executemany(
+            "INSERT OR REPLACE INTO RagbatchLease VALUES (?, ?, ?, ?, ?, ?)",
+            [(key, self.owner, _HOST, os.getpid(), _PROCESS_TOKEN, expires) for key in keys],
+        )
+
+    def take_alone(self, key: str) -> bool:
+        """Hold ``key`` in memory, with no transaction, if this owner is alone: whether it was
+        (False: take it with :meth:`exchange`)."""
+        if not self.alone:
+            return False
+        with self._memory:
+            if self.alone:
+                self._held.add(key)
+            return self.alone
+
+    def let_go_alone(self, key: str) -> bool:
+        """Let ``key`` go in memory if this owner is alone: whether it was."""
+        if not self.alone:
+            return False
+        with self._memory:
+            if self.alone:
+                self._held.discard(key)
+            return self.alone
+
+    def _watching(self) -> None:
+        """While alone: every ``WATCH_S``, stop being alone if a live newcomer waits (or the
+        ``~alone`` row is no longer this owner's), and renew the row every third of its life."""
+        renewed = time.monotonic()
+        while self.alone and not self._closing.wait(WATCH_S):
+            try:
+                with self._lock:
+                    if self._closing.is_set():
+                        return
+                    may_wait(self._con, _TIMEOUT_S)
+                    now = time.time()
+                    joins = self._con.execute(_JOINS).fetchall()
+                    if any(self._is_live(row, now) for row in joins):
+                        self._stop_alone()
+                    elif time.monotonic() - renewed > self.ttl_s / 3:
+                        renewed = time.monotonic()
+                        renewal = self._con.execute(
+                            "UPDATE RagbatchLease SET expires = ? WHERE key = ? AND owner = ?",
+                            (now + self.ttl_s, ALONE, self.owner),
+                        )
+                        if renewal.rowcount == 0:  # taken over: lease in rows from now on
+                            self._stop_alone()
+            except sqlite3.Error:
+                continue  # a lock held for a minute, a full disk: try again next time
+
+    def _stop_alone(self) -> None:
+        """Write the rows of the keys held in memory and delete ``~alone`` and the ``~join``
+        rows, in one transaction; from then on this owner leases in rows (under ``_lock``)."""
+        self._con.execute("BEGIN IMMEDIATE")
+        try:
+            with self._memory:
+                self._write(self._con, sorted(self._held))
+                self._con.execute(
+                    "DELETE FROM RagbatchLease WHERE (key = ? AND owner = ?)"
+                    f" OR (key > '{JOIN}' AND key < '{JOIN[:-1]};')",
+                    (ALONE, self.owner),
+                )
+                self._con.execute("COMMIT")
+                self.alone = False
+                self._held.clear()
+        except BaseException:
+            if self._con.in_transaction:
+                self._con.execute("ROLLBACK")
+            raise
 
     def _is_live(self, row: tuple[str, str, int, str, float], now: float) -> bool:
         """Whether a lease row still holds its key against this owner."""
@@ -135,13 +261,13 @@ class Leases:
 
     def _exchange(self, releases: Sequence[str], acquires: Sequence[str]) -> set[str]:
         """The transaction of :meth:`exchange` (under its lock)."""
-        # A plain read first when only taking: waiting takes no write lock.
-        free = list(acquires) if releases else self.free(acquires)
-        if not free and not releases:
+        # A plain read first when only taking: waiting takes no write lock (but asking an
+        # owner alone to lease in rows does).
+        if not releases and not self.may_take(acquires, self._con):
             return set()
         self._con.execute("BEGIN IMMEDIATE")
         try:
-            held = self.exchange_in(self._con, releases, free)
+            held = self.exchange_in(self._con, releases, acquires)
             self._con.execute("COMMIT")
         except BaseException:
             if self._con.in_transaction:
@@ -155,36 +281,66 @@ class Leases:
         """:meth:`exchange` inside a write transaction the caller holds open on ``con`` (a
         connection to the same ``cache.db``; the reply cache stores its entries in the same
         transaction): commits nothing itself."""
+        if self.alone:
+            with self._memory:
+                if self.alone:  # the caller's transaction keeps the watch from stopping it
+                    self._held.difference_update(releases)
+                    self._held.update(acquires)
+                    return set(acquires)
         con.executemany(
             "DELETE FROM RagbatchLease WHERE key = ? AND owner = ?",
             [(key, self.owner) for key in releases],
         )
-        free = self.free(acquires, con)
-        expires = time.time() + self.ttl_s
-        con.executemany(
-            "INSERT OR REPLACE INTO RagbatchLease VALUES (?, ?, ?, ?, ?, ?)",
-            [(key, self.owner, _HOST, os.getpid(), _PROCESS_TOKEN, expires) for key in free],
-        )
+        free, joining = self._free(acquires, con)
+        if joining:  # an owner is alone: ask it to lease in rows, take nothing meanwhile
+            self._write(con, [JOIN + self.owner])
+            self._joined = True
+            return set()
+        if self._joined and acquires:
+            con.execute("DELETE FROM RagbatchLease WHERE key = ?", (JOIN + self.owner,))
+            self._joined = False
+        self._write(con, free)
         return set(free)
+
+    def may_take(self, keys: Sequence[str], con: sqlite3.Connection) -> bool:
+        """Whether a write transaction would take one of ``keys`` (or write this owner's
+        ``~join`` row, while another owner is alone): a read on ``con``."""
+        free, joining = self._free(keys, con)
+        return bool(free) or joining
 
     def free(self, keys: Sequence[str], con: sqlite3.Connection | None = None) -> list[str]:
         """The keys (in order, once each) no other live owner holds (read on ``con``, else on
-        this object's own connection)."""
+        this object's own connection): none while another owner is alone."""
+        free, joining = self._free(keys, con)
+        return [] if joining else free
+
+    def _free(
+        self, keys: Sequence[str], con: sqlite3.Connection | None = None
+    ) -> tuple[list[str], bool]:
+        """:meth:`free`, and whether another live owner is alone (then nobody else may take
+        a key: the keys are free of rows only)."""
         con = self._con if con is None else con
         wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return [], False
         now = time.time()
         rows = rows_with_keys(
-            con, "SELECT key, owner, host, pid, process, expires FROM RagbatchLease", wanted
-        )
+            con, "SELECT key, owner, host, pid, process, expires FROM RagbatchLease",
+            [*wanted, ALONE],
+        )  # fmt: skip
         live = {row[0] for row in rows if self._is_live(row[1:], now)}
-        return [key for key in wanted if key not in live]
+        return [key for key in wanted if key not in live], ALONE in live
 
     def release(self, key: str) -> None:
         """Let the lease of ``key`` go (only if this owner holds it)."""
         self.exchange([key], [])
 
     def close(self) -> None:
-        """Let every lease of this owner go and close the connection."""
+        """Let every lease of this owner go (its ``~alone`` and ``~join`` rows too), stop the
+        watch and close the connection."""
+        self._closing.set()
+        if self._watch is not None and self._watch is not threading.current_thread():
+            self._watch.join()
         with self._lock:
             _OPEN_OWNERS.discard(self.owner)
             forget(self._con)

@@ -29,6 +29,7 @@ import orjson
 
 from ragbatch.core import (
     TOO_LARGE_KIND,
+    CacheError,
     Call,
     Provider,
     ProviderError,
@@ -39,6 +40,7 @@ from ragbatch.core import (
     read_reply,
     request_key,
 )
+from ragbatch.providers.cache._lease import Leases
 from ragbatch.providers.cache._store import (
     CacheOp,
     Committed,
@@ -211,10 +213,15 @@ class CachePath(Generic[V]):
         # those of the rows about to be sent, for every row that arrived meanwhile; each row
         # waits for its own commit.
         self._commits: GroupCommit[CacheOp, Committed] | None = None
+        # The leases, opened before the first lookup so that this owner may lease alone (in
+        # memory: cache._lease): an entry stored before it went alone is found by the lookup.
+        self._leases: Leases | None = None
         if not cache.read_only:
             self._commits = GroupCommit(
                 cache.commit_ops, lambda ops: cache.commit_ops(ops, wait=False)
             )
+            with contextlib.suppress(CacheError):  # the first commit says what is wrong
+                self._leases = cache.leases(alone=True)
 
     def lookup(self, key: str, decode: Callable[[bytes], V]) -> V | None:
         """The decoded entry of ``key``, or None (missing, unreadable or failing ``decode``:
@@ -324,6 +331,8 @@ class CachePath(Generic[V]):
     async def _claim(self, key: str, decode: Callable[[bytes], V]) -> V | None:
         """Take the cross-process lease of ``key``, waiting while another process holds it;
         the entry that process stored, if any, instead of the lease (then nothing is sent)."""
+        if self._leases is not None and self._leases.take_alone(key):
+            return None  # nobody else stores while this owner is alone: nothing to read
         delay, waited = POLL_FIRST_S, False
         assert self._commits is not None  # a writable cache
         # the first try goes straight to the write; later ones read first (see commit_ops)
@@ -349,7 +358,8 @@ class CachePath(Generic[V]):
 
     async def _let_go(self, key: str) -> None:
         assert self._commits is not None
-        await self._commits.submit(("release", key, None))
+        if self._leases is None or not self._leases.let_go_alone(key):
+            await self._commits.submit(("release", key, None))
 
 
 def _check_store(committed: Committed) -> None:

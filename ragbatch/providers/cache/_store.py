@@ -309,16 +309,16 @@ class ReplyCache:
         releases = [key for op, key in ops if op == "release"]
         acquires = [key for op, key in ops if op == "acquire"]
         try:
-            return self._lease_table().exchange(releases, acquires, wait=wait)
+            return self.leases().exchange(releases, acquires, wait=wait)
         except SQLITE_FAILURES as exc:
             raise store_error(self.directory, exc) from None
 
-    def _lease_table(self) -> Leases:
-        """This object's leases (the table is made on first use)."""
+    def leases(self, *, alone: bool = False) -> Leases:
+        """This object's leases, made on first use (``alone``: see ``cache._lease``)."""
         try:
             with self._lock:  # called from several threads at once: one Leases object
                 if self._leases is None:
-                    self._leases = Leases(self.db_path, self.lease_s)
+                    self._leases = Leases(self.db_path, self.lease_s, alone=alone)
                 return self._leases
         except SQLITE_FAILURES as exc:
             raise store_error(self.directory, exc) from None
@@ -347,13 +347,13 @@ class ReplyCache:
         ]
         releases = [key for op, key, _ in ops if op in ("store", "release")]
         acquires = [key for op, key, _ in ops if op in ("acquire", "poll")]
-        leases = self._lease_table()
+        leases = self.leases()
         if not releases and all(op == "poll" for op, _, _ in ops):
             con = self._store._con
             try:
                 if wait:
                     may_wait(con, self._store._timeout)
-                if not leases.free(acquires, con):
+                if not leases.may_take(acquires, con):
                     return Committed(set())
             except SQLITE_FAILURES as exc:
                 if not wait and is_lock_error(exc):

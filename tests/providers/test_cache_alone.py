@@ -1,0 +1,216 @@
+"""An owner alone in a cache directory leases in memory (``cache._lease``, "Alone"), and a
+newcomer still never pays for a key in flight: it asks, the owner writes the lease rows of
+what it holds, and from then on both lease in rows.
+
+Two cache objects in one process stand for two processes (each is its own owner); the
+two-process CLI run is ``test_cache.py``'s, the killed-and-resumed one ``run/test_resume.py``'s.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+
+import anyio
+import pytest
+
+from ragbatch.providers.cache import CachePath, ReplyCache
+from ragbatch.providers.cache._lease import _HOST, ALONE, JOIN, WATCH_S, Leases
+from tests.providers.owners import acquire_within, another_owner
+from tests.providers.test_cache_lease import dead_pid, write_lease
+
+
+def same(value: bytes) -> bytes:
+    return value
+
+
+def rows(directory: Path) -> dict[str, str]:
+    """The lease table: key -> owner."""
+    with closing(sqlite3.connect(directory / "cache.db")) as con:
+        return dict(con.execute("SELECT key, owner FROM RagbatchLease").fetchall())
+
+
+def leases_of(path: CachePath[bytes]) -> Leases:
+    assert path._leases is not None
+    return path._leases
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never came true"
+        time.sleep(0.005)
+
+
+def test_an_owner_alone_writes_one_row_for_the_run_and_none_for_its_keys(tmp_path: Path) -> None:
+    cache = ReplyCache(tmp_path / "cache")
+    path = CachePath[bytes](cache)
+    owner = leases_of(path).owner
+    during: list[dict[str, str]] = []
+    sent: Counter[str] = Counter()
+
+    async def fetch(key: str) -> bytes:
+        async def send() -> bytes:
+            sent[key] += 1
+            await anyio.sleep(0.01)
+            during.append(rows(tmp_path / "cache"))
+            return b"reply " + key.encode()
+
+        return await path.fetch(key, same, same, send, same)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for key in ("a", "b", "c", "a"):
+                tg.start_soon(fetch, key)
+
+    anyio.run(main)
+    assert sent == {"a": 1, "b": 1, "c": 1}
+    assert during == [{ALONE: owner}] * 3  # no row for the keys in flight
+    assert leases_of(path).alone and path.stats.writes == 3
+    cache.close()
+    assert rows(tmp_path / "cache") == {}  # its row goes with it
+
+
+def test_beside_another_owner_a_cache_leases_in_rows(tmp_path: Path) -> None:
+    with another_owner(tmp_path / "cache"):
+        path = CachePath[bytes](ReplyCache(tmp_path / "cache"))
+        assert not leases_of(path).alone
+        assert path.cache.acquire_lease("k")
+        assert rows(tmp_path / "cache")["k"] == leases_of(path).owner
+        path.cache.close()
+
+
+def test_a_newcomer_waits_for_a_key_in_flight_alone_and_reads_its_entry(tmp_path: Path) -> None:
+    directory = tmp_path / "cache"
+    first = CachePath[bytes](ReplyCache(directory))
+    newcomer = CachePath[bytes](ReplyCache(directory))
+    assert leases_of(first).alone and not leases_of(newcomer).alone
+    sent: list[str] = []
+    seen: dict[str, dict[str, str]] = {}
+
+    async def first_send() -> bytes:
+        sent.append("first")
+        # The request stays out until the newcomer waits and the owner has written its row
+        # (the watch saw the newcomer's ~join row).
+        with anyio.fail_after(10):
+            while not (newcomer.stats.deduplicated and "k" in rows(directory)):
+                await anyio.sleep(0.005)
+        seen["asked"] = rows(directory)
+        return b"reply"
+
+    async def newcomer_send() -> bytes:
+        sent.append("newcomer")
+        return b"paid twice"
+
+    got: dict[str, bytes] = {}
+
+    async def fetch(name: str, path: CachePath[bytes], send: Callable[[], object]) -> None:
+        got[name] = await path.fetch("k", same, same, send, same)  # type: ignore[arg-type]
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fetch, "first", first, first_send)
+            with anyio.fail_after(10):
+                while not sent:
+                    await anyio.sleep(0.005)
+            tg.start_soon(fetch, "newcomer", newcomer, newcomer_send)
+
+    anyio.run(main)
+    assert sent == ["first"] and got == {"first": b"reply", "newcomer": b"reply"}
+    assert seen["asked"]["k"] == leases_of(first).owner and ALONE not in seen["asked"]
+    assert not leases_of(first).alone  # it leases in rows from now on
+    assert first.cache.acquire_lease("next") and rows(directory)["next"] == leases_of(first).owner
+    first.cache.close()
+    newcomer.cache.close()
+    assert rows(directory) == {}  # the newcomer's ~join row went too
+
+
+def test_keys_an_owner_alone_let_go_are_free_for_a_newcomer_and_held_ones_are_not(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "cache"
+    first = CachePath[bytes](ReplyCache(directory))
+    leases = leases_of(first)
+    assert leases.take_alone("done") and leases.take_alone("held")
+    assert leases.let_go_alone("done")
+    newcomer = ReplyCache(directory)
+    assert acquire_within(newcomer, ["done", "held"], seconds=1) == {"done"}
+    assert not leases.alone and rows(directory)["held"] == leases.owner
+    first.cache.release_lease("held")  # now in rows: let go in a transaction
+    assert newcomer.acquire_lease("held")
+    newcomer.close()
+    first.cache.close()
+
+
+@pytest.mark.parametrize("state", ["dead", "expired-other-host"])
+def test_an_alone_row_whose_owner_is_gone_is_not_waited_for(tmp_path: Path, state: str) -> None:
+    directory = tmp_path / "cache"
+    ReplyCache(directory).close()
+    if state == "dead":  # a run killed while alone
+        write_lease(
+            directory / "cache.db", ALONE, host=_HOST, pid=dead_pid(), process="p",
+            expires=time.time() + 3600,
+        )  # fmt: skip
+    else:
+        write_lease(
+            directory / "cache.db", ALONE, host="elsewhere", pid=1, process="p",
+            expires=time.time(),
+        )  # fmt: skip
+    newcomer = ReplyCache(directory)
+    assert newcomer.acquire_lease("k")  # at once: nobody to ask
+    newcomer.close()
+    path = CachePath[bytes](ReplyCache(directory))
+    assert leases_of(path).alone and rows(directory) == {ALONE: leases_of(path).owner}
+    path.cache.close()
+
+
+def test_a_live_owner_alone_on_another_host_is_asked_and_waited_for(tmp_path: Path) -> None:
+    directory = tmp_path / "cache"
+    ReplyCache(directory).close()
+    write_lease(
+        directory / "cache.db", ALONE, host="elsewhere", pid=1, process="p",
+        expires=time.time() + 3600,
+    )  # fmt: skip
+    newcomer = ReplyCache(directory)
+    assert newcomer.acquire_leases(["k", "j"]) == set()
+    owner = newcomer.leases().owner
+    assert rows(directory)[JOIN + owner] == owner  # asked
+    assert newcomer.acquire_leases(["k"]) == set()  # asking again writes the same row
+    with closing(sqlite3.connect(directory / "cache.db")) as con, con:
+        con.execute("DELETE FROM RagbatchLease WHERE key = ?", (ALONE,))  # it leases in rows
+    assert newcomer.acquire_leases(["k"]) == {"k"}
+    assert set(rows(directory)) == {"k"}  # the ~join row is gone with the take
+    newcomer.close()
+
+
+def test_an_owner_alone_whose_row_was_taken_over_writes_its_rows(tmp_path: Path) -> None:
+    directory = tmp_path / "cache"
+    path = CachePath[bytes](ReplyCache(directory, lease_s=3 * WATCH_S))  # renewed every watch
+    leases = leases_of(path)
+    assert leases.alone and leases.take_alone("held")
+    with closing(sqlite3.connect(directory / "cache.db")) as con, con:
+        con.execute("DELETE FROM RagbatchLease WHERE key = ?", (ALONE,))
+    wait_until(lambda: not leases.alone)
+    assert rows(directory) == {"held": leases.owner}
+    path.cache.close()
+
+
+def test_an_owner_alone_renews_its_row(tmp_path: Path) -> None:
+    directory = tmp_path / "cache"
+    path = CachePath[bytes](ReplyCache(directory, lease_s=3 * WATCH_S))
+
+    def expires() -> float:
+        with closing(sqlite3.connect(directory / "cache.db")) as con:
+            (value,) = con.execute(
+                "SELECT expires FROM RagbatchLease WHERE key = ?", (ALONE,)
+            ).fetchone()
+        return float(value)
+
+    first = expires()
+    wait_until(lambda: expires() > first)
+    assert leases_of(path).alone
+    path.cache.close()
