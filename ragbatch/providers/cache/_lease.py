@@ -37,7 +37,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -163,20 +163,18 @@ class Leases:
     def take_alone(self, key: str) -> bool:
         """Hold ``key`` in memory, with no transaction, if this owner is alone: whether it was
         (False: take it with :meth:`exchange`)."""
-        if not self.alone:
-            return False
-        with self._memory:
-            if self.alone:
-                self._held.add(key)
-            return self.alone
+        return self._in_memory(self._held.add, key)
 
     def let_go_alone(self, key: str) -> bool:
         """Let ``key`` go in memory if this owner is alone: whether it was."""
+        return self._in_memory(self._held.discard, key)
+
+    def _in_memory(self, change: Callable[[str], None], key: str) -> bool:
         if not self.alone:
             return False
         with self._memory:
             if self.alone:
-                self._held.discard(key)
+                change(key)
             return self.alone
 
     def _watching(self) -> None:
