@@ -9,9 +9,10 @@ fails its checksum or no longer matches the request is reported, dropped and fet
 diskcache keeps its index in SQLite, so several processes may share one directory.
 :class:`CachedProvider` sends identical requests that are in flight at the same time only
 once, within a process and across processes sharing the directory: before sending, it takes
-the key's lease (:mod:`ragbatch.providers.cache._lease`); a process that finds the lease held
-waits, then answers from the entry the holder stored (or, when the holder failed or died,
-takes the lease over and sends the request itself).
+the key's lease (:mod:`ragbatch.providers.cache._lease`; in memory while it is alone in the
+directory); a process that finds the lease held waits, then answers from the entry the holder
+stored (or, when the holder failed or died, takes the lease over and sends the request
+itself).
 """
 
 from __future__ import annotations
