@@ -206,6 +206,7 @@ class LlmJudge:
         allow_insecure_http: bool = False,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         tls_verify: bool | str = True,
+        close_cache: bool = False,
     ) -> None:
         if answer_cap < 1:
             raise ConfigError(
@@ -218,6 +219,7 @@ class LlmJudge:
             tls_verify=tls_verify,
         )  # fmt: skip
         self.model, self.cache, self.seed, self.answer_cap = model, cache, seed, answer_cap
+        self.close_cache = close_cache  # the cache was opened for this judge: closed with it
         # The same cache path as Jev's replies (leases, group commit); a read-only cache is
         # an --offline replay: a verdict not in it fails as cache-miss, nothing is sent.
         self.path: CachePath[BaselineReply] | None = None
@@ -256,8 +258,13 @@ class LlmJudge:
         )
 
     async def aclose(self) -> None:
-        """Close the HTTP client (the cache belongs to the caller)."""
-        await self.chat.aclose()
+        """Close the HTTP client, and the cache if it was opened for this judge
+        (``close_cache``; else it belongs to the caller): its leases go with it."""
+        try:
+            await self.chat.aclose()
+        finally:
+            if self.close_cache and self.cache is not None:
+                self.cache.close()
 
 
 class LlmClaimExtractor:

@@ -243,6 +243,7 @@ def make_baseline(o: RunOptions) -> BaselineJudge:
             backoff_max_s=o.retry.backoff_max_s,
             allow_insecure_http=o.jev.allow_insecure_http,
             max_response_bytes=o.jev.max_response_bytes,
+            close_cache=True,
         )
     raise ConfigError(f"unknown baseline {o.judge.baseline!r}; choose recorded, lexical or llm")
 

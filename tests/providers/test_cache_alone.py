@@ -9,6 +9,7 @@ two-process CLI run is ``test_cache.py``'s, the killed-and-resumed one ``run/tes
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -18,10 +19,19 @@ from pathlib import Path
 import anyio
 import pytest
 
+import ragbatch
+from ragbatch.core._schema import Row
+from ragbatch.data._jsonl import JsonlReader
 from ragbatch.providers.cache import CachePath, ReplyCache
-from ragbatch.providers.cache._lease import _HOST, ALONE, JOIN, WATCH_S, Leases
+from ragbatch.providers.cache._lease import _HOST, _OPEN_OWNERS, ALONE, JOIN, WATCH_S, Leases
+from ragbatch.testing import JevServer
+from ragbatch.testing.chat_server import ChatServer
 from tests.providers.owners import acquire_within, another_owner
 from tests.providers.test_cache_lease import dead_pid, write_lease
+
+ROOT = Path(__file__).resolve().parents[2]
+ROWS: list[Row] = list(JsonlReader(ROOT / "datasets" / "rag-fixture.jsonl"))
+PRICING = ROOT / "pricing" / "typesafe-2026-12.json"
 
 
 def same(value: bytes) -> bytes:
@@ -32,6 +42,12 @@ def rows(directory: Path) -> dict[str, str]:
     """The lease table: key -> owner."""
     with closing(sqlite3.connect(directory / "cache.db")) as con:
         return dict(con.execute("SELECT key, owner FROM RagbatchLease").fetchall())
+
+
+def opened(path: CachePath[bytes]) -> CachePath[bytes]:
+    """``path`` with its leases open, as its first fetch opens them."""
+    path.open_leases()
+    return path
 
 
 def leases_of(path: CachePath[bytes]) -> Leases:
@@ -48,7 +64,7 @@ def wait_until(condition: Callable[[], bool], seconds: float = 10) -> None:
 
 def test_an_owner_alone_writes_one_row_for_the_run_and_none_for_its_keys(tmp_path: Path) -> None:
     cache = ReplyCache(tmp_path / "cache")
-    path = CachePath[bytes](cache)
+    path = opened(CachePath[bytes](cache))
     owner = leases_of(path).owner
     during: list[dict[str, str]] = []
     sent: Counter[str] = Counter()
@@ -77,7 +93,7 @@ def test_an_owner_alone_writes_one_row_for_the_run_and_none_for_its_keys(tmp_pat
 
 def test_beside_another_owner_a_cache_leases_in_rows(tmp_path: Path) -> None:
     with another_owner(tmp_path / "cache"):
-        path = CachePath[bytes](ReplyCache(tmp_path / "cache"))
+        path = opened(CachePath[bytes](ReplyCache(tmp_path / "cache")))
         assert not leases_of(path).alone
         assert path.cache.acquire_lease("k")
         assert rows(tmp_path / "cache")["k"] == leases_of(path).owner
@@ -86,8 +102,8 @@ def test_beside_another_owner_a_cache_leases_in_rows(tmp_path: Path) -> None:
 
 def test_a_newcomer_waits_for_a_key_in_flight_alone_and_reads_its_entry(tmp_path: Path) -> None:
     directory = tmp_path / "cache"
-    first = CachePath[bytes](ReplyCache(directory))
-    newcomer = CachePath[bytes](ReplyCache(directory))
+    first = opened(CachePath[bytes](ReplyCache(directory)))
+    newcomer = opened(CachePath[bytes](ReplyCache(directory)))
     assert leases_of(first).alone and not leases_of(newcomer).alone
     sent: list[str] = []
     seen: dict[str, dict[str, str]] = {}
@@ -133,7 +149,7 @@ def test_keys_an_owner_alone_let_go_are_free_for_a_newcomer_and_held_ones_are_no
     tmp_path: Path,
 ) -> None:
     directory = tmp_path / "cache"
-    first = CachePath[bytes](ReplyCache(directory))
+    first = opened(CachePath[bytes](ReplyCache(directory)))
     leases = leases_of(first)
     assert leases.take_alone("done") and leases.take_alone("held")
     assert leases.let_go_alone("done")
@@ -163,7 +179,7 @@ def test_an_alone_row_whose_owner_is_gone_is_not_waited_for(tmp_path: Path, stat
     newcomer = ReplyCache(directory)
     assert newcomer.acquire_lease("k")  # at once: nobody to ask
     newcomer.close()
-    path = CachePath[bytes](ReplyCache(directory))
+    path = opened(CachePath[bytes](ReplyCache(directory)))
     assert leases_of(path).alone and rows(directory) == {ALONE: leases_of(path).owner}
     path.cache.close()
 
@@ -189,7 +205,9 @@ def test_a_live_owner_alone_on_another_host_is_asked_and_waited_for(tmp_path: Pa
 
 def test_an_owner_alone_whose_row_was_taken_over_writes_its_rows(tmp_path: Path) -> None:
     directory = tmp_path / "cache"
-    path = CachePath[bytes](ReplyCache(directory, lease_s=3 * WATCH_S))  # renewed every watch
+    path = opened(
+        CachePath[bytes](ReplyCache(directory, lease_s=3 * WATCH_S))
+    )  # renewed every watch
     leases = leases_of(path)
     assert leases.alone and leases.take_alone("held")
     with closing(sqlite3.connect(directory / "cache.db")) as con, con:
@@ -201,7 +219,7 @@ def test_an_owner_alone_whose_row_was_taken_over_writes_its_rows(tmp_path: Path)
 
 def test_an_owner_alone_renews_its_row(tmp_path: Path) -> None:
     directory = tmp_path / "cache"
-    path = CachePath[bytes](ReplyCache(directory, lease_s=3 * WATCH_S))
+    path = opened(CachePath[bytes](ReplyCache(directory, lease_s=3 * WATCH_S)))
 
     def expires() -> float:
         with closing(sqlite3.connect(directory / "cache.db")) as con:
@@ -214,3 +232,26 @@ def test_an_owner_alone_renews_its_row(tmp_path: Path) -> None:
     wait_until(lambda: expires() > first)
     assert leases_of(path).alone
     path.cache.close()
+
+
+def test_a_run_with_an_llm_judge_leaves_no_lease_row_and_no_watch(
+    start_jev_server: Callable[..., JevServer], tmp_path: Path
+) -> None:
+    """The judge's cache (the run's directory, opened for the judge) is closed with the run,
+    as the Jev cache is: no row, no watch, no open owner is left, also when only the judge
+    had calls to make."""
+    server = start_jev_server()
+    open_before = set(_OPEN_OWNERS)
+    with ChatServer(api_key="judge-key") as chat:
+        # the second run's Jev replies are all cached: only its judge (another model) leases
+        for judge_model, paid in (("gpt-4o-mini", 8), ("gpt-4o", 16)):
+            ragbatch.evaluate(
+                ROWS[:8], provider="jev", base_url=server.base_url, api_key="test-key",
+                model="jev-1.13.0", cache_dir=tmp_path / "cache", pricing=PRICING,
+                baseline="llm", judge_base_url=chat.base_url, judge_api_key="judge-key",
+                judge_model=judge_model, allow_insecure_http=True,
+            )  # fmt: skip
+            assert chat.requests_total == paid and server.successful == 8
+            assert rows(tmp_path / "cache") == {}
+            assert not [t for t in threading.enumerate() if t.name == "ragbatch-lease-watch"]
+            assert set(_OPEN_OWNERS) == open_before  # both caches closed, the judge's too

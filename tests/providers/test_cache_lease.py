@@ -55,6 +55,14 @@ def provider(server: JevServer, cache: ReplyCache) -> CachedProvider:
     return CachedProvider(JevProvider(settings, RateLimiter(4)), cache)
 
 
+def opened(cached: CachedProvider) -> CachedProvider:
+    """``cached`` with its leases open, as its first fetch opens them: in rows beside another
+    owner (``another_owner``), else alone."""
+    assert cached.path is not None
+    cached.path.open_leases()
+    return cached
+
+
 def commit_group(cached: CachedProvider) -> GroupCommit[Any, Any]:
     """The group commit of a provider's cache (its leases and writes)."""
     assert cached.path is not None and cached.path._commits is not None
@@ -252,7 +260,7 @@ async def test_concurrent_misses_share_lease_transactions(
     monkeypatch.setattr(cache, "commit_ops", first_one_slow)
     settings = JevSettings(api_key=KEY, base_url=server.base_url, model=MODEL)
     with another_owner(tmp_path / "cache"):  # leases in rows, each take a commit
-        cached = CachedProvider(JevProvider(settings, RateLimiter(40)), cache)
+        cached = opened(CachedProvider(JevProvider(settings, RateLimiter(40)), cache))
     leases = commit_group(cached)
     async with anyio.create_task_group() as tg:
         tg.start_soon(cached.fetch_answers, call(0))
@@ -284,7 +292,7 @@ async def test_a_write_lock_held_elsewhere_sends_commits_to_the_thread_not_the_l
     server = start_jev_server()
     cache = ReplyCache(tmp_path / "cache")
     with another_owner(tmp_path / "cache") if shared else contextlib.nullcontext():
-        cached = provider(server, cache)
+        cached = opened(provider(server, cache))
     commits = commit_group(cached)
     await cached.fetch_answers(call(0))  # no one else: on the loop
     assert commits.commits == (2 if shared else 1)
@@ -325,7 +333,7 @@ async def test_every_so_many_commits_run_in_the_thread_for_its_wal_checkpoints(
     start_jev_server: StartServer, tmp_path: Path, shared: bool
 ) -> None:
     with another_owner(tmp_path / "cache") if shared else contextlib.nullcontext():
-        cached = provider(start_jev_server(), ReplyCache(tmp_path / "cache"))
+        cached = opened(provider(start_jev_server(), ReplyCache(tmp_path / "cache")))
     commits = commit_group(cached)
     for index in range(THREAD_EVERY):  # one at a time: a commit a row alone, shared two
         await cached.fetch_answers(call(index))

@@ -214,15 +214,24 @@ class CachePath(Generic[V]):
         # those of the rows about to be sent, for every row that arrived meanwhile; each row
         # waits for its own commit.
         self._commits: GroupCommit[CacheOp, Committed] | None = None
-        # The leases, opened before the first lookup so that this owner may lease alone (in
-        # memory: cache._lease): an entry stored before it went alone is found by the lookup.
+        # The leases, opened by the first fetch before its lookup so that this owner may
+        # lease alone (in memory: cache._lease): an entry stored before it went alone is found
+        # by the lookup. Not before: a path never used (a run refused after it was built)
+        # leaves no row and no thread behind.
         self._leases: Leases | None = None
+        self._leases_opened = cache.read_only
         if not cache.read_only:
             self._commits = GroupCommit(
                 cache.commit_ops, lambda ops: cache.commit_ops(ops, wait=False)
             )
+
+    def open_leases(self) -> None:
+        """Open this path's leases, alone if nobody else is in the directory (the first fetch
+        does, before its lookup; done once)."""
+        if not self._leases_opened:
+            self._leases_opened = True
             with contextlib.suppress(CacheError):  # the first commit says what is wrong
-                self._leases = cache.leases(alone=True)
+                self._leases = self.cache.leases(alone=True)
 
     def lookup(self, key: str, decode: Callable[[bytes], V]) -> V | None:
         """The decoded entry of ``key``, or None (missing, unreadable or failing ``decode``:
@@ -252,6 +261,8 @@ class CachePath(Generic[V]):
         """The entry of ``key`` (passed through ``on_hit``), else ``send()``'s value, stored:
         committed when this returns, or, within ``deferred_writes``, handed to the next commit
         (settled before the task sends again)."""
+        if not self._leases_opened:
+            self.open_leases()
         waited = False
         while key in self._in_flight:
             if not waited:
