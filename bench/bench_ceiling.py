@@ -38,7 +38,8 @@ row, rows of 3 contexts: 8 questions); its user+sys CPU is the whole process's (
   gathers more rows into each cache commit than it does at full speed and looks cheaper than
   it is (32 in flight: 3.04 M instructions a marginal row at 200 ms, 3.36 M at 200 ms x 50).
   The "of ideal" columns tell whether it kept up; the times are valgrind's. Small cases are
-  enough (``--case 32:200:320``: a few minutes a run).
+  enough, and are its defaults: ``--waves 4`` and the extra case ``32:200:320`` (a few minutes
+  a run; with the CPU defaults a whole sweep took hours).
 * ``--repeat N`` runs every case N times, each time starting with another stack, and
   prints the median ratios (each taken within one repetition).
 * After the sweep, each stack replays its 256-concurrency cache ``--offline`` (warm-cache
@@ -588,7 +589,7 @@ def main() -> None:
     parser.add_argument("--concurrency", default="32,64,128,256,512")
     parser.add_argument("--latency-ms", type=float, default=250)
     parser.add_argument("--rows", type=int, default=8000)
-    parser.add_argument("--waves", type=int, default=32)
+    parser.add_argument("--waves", type=int, default=None, help="32 (4 with --instructions)")
     parser.add_argument("--case", action="append", type=parse_case)
     parser.add_argument("--reference", metavar="REV")
     parser.add_argument("--without-sniffio", action="store_true")
@@ -607,8 +608,11 @@ def main() -> None:
         asyncio.run(serve(args.latency_ms / 1000))
         return
     sweep = [int(c) for c in args.concurrency.split(",") if c]
-    cases = [(c, args.latency_ms, min(args.rows, args.waves * c)) for c in sweep]
-    extra = args.case if args.case is not None else [(32, 200.0, 3200)]
+    # Under valgrind a row costs ~40x: smaller defaults (a whole default sweep took hours).
+    waves = args.waves if args.waves is not None else 4 if args.instructions else 32
+    cases = [(c, args.latency_ms, min(args.rows, waves * c)) for c in sweep]
+    default_case = (32, 200.0, 320 if args.instructions else 3200)
+    extra = args.case if args.case is not None else [default_case]
     # A case the sweep already runs would run again on its warm cache (a replay): once.
     cases += [case for case in extra if case not in cases]
     if args.instructions:
@@ -677,7 +681,7 @@ def main() -> None:
             if args.repeat > 1:
                 versus.append(medians(paired, args.reference))
             if not args.no_replay and 256 in sweep:
-                rows = min(args.rows, args.waves * 256)
+                rows = min(args.rows, waves * 256)
                 replays = {
                     name: bench.run(name, 256, args.latency_ms, rows, offline=True)
                     for name in stacks
