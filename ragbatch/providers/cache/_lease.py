@@ -55,8 +55,8 @@ _TIMEOUT_S = 60.0  # how long a commit in a thread waits for another process's w
 ALONE = "~alone"  # the row of an owner that leases in memory (a request key is hex: no clash)
 JOIN = "~join:"  # + owner: the row of an owner waiting for the one alone to lease in rows
 WATCH_S = 0.1  # how often the owner alone looks for a newcomer's ~join row
-_JOINS = f"SELECT owner, host, pid, process, expires FROM RagbatchLease WHERE key > '{JOIN}'"
-_JOINS += f" AND key < '{JOIN[:-1]};'"  # the key range of the ~join: rows (';' follows ':')
+_JOIN_KEYS = f"key > '{JOIN}' AND key < '{JOIN[:-1]};'"  # the ~join: rows (';' follows ':')
+_JOINS = f"SELECT owner, host, pid, process, expires FROM RagbatchLease WHERE {_JOIN_KEYS}"
 # WITHOUT ROWID: the key is the table's only b-tree (a lease written and deleted a row touches
 # one page, not a table page and its primary-key index's). A table made before stays as it is.
 _SCHEMA = (
@@ -210,8 +210,7 @@ class Leases:
             with self._memory:
                 self._write(self._con, sorted(self._held))
                 self._con.execute(
-                    "DELETE FROM RagbatchLease WHERE (key = ? AND owner = ?)"
-                    f" OR (key > '{JOIN}' AND key < '{JOIN[:-1]};')",
+                    f"DELETE FROM RagbatchLease WHERE (key = ? AND owner = ?) OR ({_JOIN_KEYS})",
                     (ALONE, self.owner),
                 )
                 self._con.execute("COMMIT")
@@ -306,17 +305,12 @@ class Leases:
         free, joining = self._free(keys, con)
         return bool(free) or joining
 
-    def free(self, keys: Sequence[str], con: sqlite3.Connection | None = None) -> list[str]:
-        """The keys (in order, once each) no other live owner holds (read on ``con``, else on
-        this object's own connection): none while another owner is alone."""
-        free, joining = self._free(keys, con)
-        return [] if joining else free
-
     def _free(
         self, keys: Sequence[str], con: sqlite3.Connection | None = None
     ) -> tuple[list[str], bool]:
-        """:meth:`free`, and whether another live owner is alone (then nobody else may take
-        a key: the keys are free of rows only)."""
+        """The keys (in order, once each) no other live owner holds a row of (read on ``con``,
+        else on this object's own connection), and whether another live owner is alone (then
+        nobody else may take any of them)."""
         con = self._con if con is None else con
         wanted = list(dict.fromkeys(keys))
         if not wanted:
