@@ -255,3 +255,53 @@ def test_a_run_with_an_llm_judge_leaves_no_lease_row_and_no_watch(
             assert rows(tmp_path / "cache") == {}
             assert not [t for t in threading.enumerate() if t.name == "ragbatch-lease-watch"]
             assert set(_OPEN_OWNERS) == open_before  # both caches closed, the judge's too
+
+
+def test_alone_in_a_new_cache_a_key_never_held_is_unstored_and_every_other_is_looked_up(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "cache"
+    path = opened(CachePath[bytes](ReplyCache(directory)))
+    leases = leases_of(path)
+    assert leases.alone and leases.unstored("k") and leases.unstored("j")
+    assert leases.take_alone("k")
+    assert not leases.unstored("k") and leases.unstored("j")
+    assert leases.let_go_alone("k") and not leases.unstored("k")  # it may have been stored
+    newcomer = ReplyCache(directory)
+    assert acquire_within(newcomer, ["x"]) == {"x"}  # the owner leases in rows from now on
+    assert not leases.alone and not leases.unstored("j")  # the newcomer may store it
+    newcomer.close()
+    path.cache.close()
+
+
+@pytest.mark.parametrize("written", ["before", "without-a-lease"])
+def test_a_cache_with_an_entry_is_always_looked_up(tmp_path: Path, written: str) -> None:
+    cache = ReplyCache(tmp_path / "cache")
+    if written == "before":  # a cache a run filled earlier: it holds an entry when opened
+        cache.put("earlier", b"entry")
+    path = opened(CachePath[bytes](cache))
+    assert leases_of(path).alone
+    if written == "without-a-lease":  # stored by this process, not through a lease
+        cache.put("k", b"entry")
+    assert not leases_of(path).unstored("k") and not leases_of(path).unstored("j")
+    cache.close()
+
+
+def test_alone_in_a_new_cache_a_repeated_key_is_read_not_sent_again(tmp_path: Path) -> None:
+    path = CachePath[bytes](ReplyCache(tmp_path / "cache"))
+    sent: list[str] = []
+
+    async def fetch(key: str) -> bytes:
+        async def send() -> bytes:
+            sent.append(key)
+            return b"reply " + key.encode()
+
+        return await path.fetch(key, same, same, send, same)
+
+    async def main() -> list[bytes]:
+        return [await fetch(key) for key in ("a", "b", "a", "b")]
+
+    assert anyio.run(main) == [b"reply a", b"reply b", b"reply a", b"reply b"]
+    assert sent == ["a", "b"] and path.stats.misses == 2 and path.stats.writes == 2
+    assert leases_of(path).alone
+    path.cache.close()

@@ -428,10 +428,17 @@ async def fetch_once(path: CountedPath, sent: list[str]) -> bytes:
 
 
 @pytest.mark.anyio
-async def test_a_miss_reads_the_cache_once_when_the_take_found_no_entry(tmp_path: Path) -> None:
-    path, sent = CountedPath(ReplyCache(tmp_path / "cache")), list[str]()
+@pytest.mark.parametrize("new", [False, True], ids=["cache-with-entries", "new-cache"])
+async def test_a_miss_reads_the_cache_once_when_the_take_found_no_entry(
+    tmp_path: Path, new: bool
+) -> None:
+    """No second read after the lease was taken; none at all alone in a new cache."""
+    cache = ReplyCache(tmp_path / "cache")
+    if not new:
+        cache.put("another", b"stored before")
+    path, sent = CountedPath(cache), list[str]()
     assert await fetch_once(path, sent) == b"fetched"
-    assert path.reads == 1 and sent == ["k"]  # no second read after the lease was taken
+    assert path.reads == (0 if new else 1) and sent == ["k"]
     path.cache.close()
 
 

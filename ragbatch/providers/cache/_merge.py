@@ -35,11 +35,11 @@ from pathlib import Path
 import diskcache
 
 from ragbatch.core import CacheError, ConfigError
+from ragbatch.providers.cache._batch import store_batch
 from ragbatch.providers.cache._store import (
     SQLITE_FAILURES,
     damaged,
     open_store,
-    store_batch,
     store_error,
 )
 from ragbatch.providers.cache._swap import finish_interrupted_swap, sync_tree

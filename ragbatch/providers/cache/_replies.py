@@ -279,7 +279,9 @@ class CachePath(Generic[V]):
                 pending = self._in_flight[key] = anyio.Event()
             await pending.wait()
         trusted = self.mode != "refresh" or key in self._refreshed
-        if trusted and (hit := self.lookup(key, decode)) is not None:
+        # alone in a new cache, a key this owner never held has no entry (cache._lease)
+        unstored = self._leases is not None and self._leases.unstored(key)
+        if trusted and not unstored and (hit := self.lookup(key, decode)) is not None:
             return on_hit(hit)
         if self.mode == "offline" or self._commits is None:
             self.stats.misses += 1  # a miss all the same: the row fails instead of fetching

@@ -31,9 +31,10 @@ from typing import Literal, TypeVar
 import diskcache
 
 from ragbatch.core import CacheError
+from ragbatch.providers.cache._batch import MODE_BINARY, MODE_RAW, store_then
 from ragbatch.providers.cache._lease import LeaseOp, Leases, rows_with_keys
 from ragbatch.providers.cache._swap import finish_interrupted_swap
-from ragbatch.providers.cache._writer import LockTaken, forget, is_lock_error, may_wait, no_wait
+from ragbatch.providers.cache._writer import LockTaken, forget, is_lock_error, may_wait
 
 T = TypeVar("T")
 
@@ -44,8 +45,7 @@ T = TypeVar("T")
 SIZE_LIMIT = 2**40
 DB_NAME = "cache.db"
 REPAIR_HINT = "move it aside or run `ragbatch cache verify --repair`"
-# diskcache's value modes: the bytes in the row, or the bytes in a file next to it.
-_MODE_RAW, _MODE_BINARY = 1, 2
+_ANY_ENTRY = "SELECT 1 FROM Cache LIMIT 1"  # a row when the cache holds an entry (cache._lease)
 
 
 # What SQLite raises on a damaged file: its errors, and UnicodeDecodeError when damage made
@@ -123,72 +123,6 @@ def _text(data: bytes) -> str | bytes:
         return data
 
 
-def store_batch(
-    store: diskcache.Cache, entries: list[tuple[str, bytes]], *, wait: bool = True
-) -> int:
-    """Store ``entries`` in one transaction (one commit), then empty the list: how many.
-    ``wait=False``: :class:`LockTaken` instead of waiting for another writer, no checkpoint."""
-    count = len(entries)
-    store_then(store, entries, lambda con: None, wait=wait)
-    return count
-
-
-def store_then(
-    store: diskcache.Cache,
-    entries: list[tuple[str, bytes]],
-    then: Callable[[sqlite3.Connection], T],
-    *,
-    wait: bool = True,
-) -> T:
-    """:func:`store_batch`, and ``then`` run on the transaction's connection before it
-    commits (one commit for both): what ``then`` returned."""
-    if wait:
-        may_wait(store._con, store._timeout)  # diskcache's connection of this thread
-        result = _store_all(store, entries, then)
-    else:
-        with no_wait(store._con):
-            try:
-                result = _store_all(store, entries, then)
-            except diskcache.Timeout:  # diskcache's word for BEGIN IMMEDIATE refused
-                raise LockTaken("the cache's write lock is taken") from None
-    entries.clear()
-    return result
-
-
-# diskcache's row for a new str key, its value in the row (``Disk.put``, ``Disk.store``): its
-# triggers keep the Settings count and size as ``Cache.set`` does
-_INSERT_ROWS = (
-    "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count, tag,"
-    f" size, mode, filename, value) VALUES (?, 1, ?, NULL, ?, 0, NULL, 0, {_MODE_RAW}, NULL, ?)"
-)
-
-
-def _store_all(
-    store: diskcache.Cache,
-    entries: list[tuple[str, bytes]],
-    then: Callable[[sqlite3.Connection], T],
-) -> T:
-    """Every entry, then ``then``, in one transaction. A new key whose value fits in the row
-    (nearly all: a reply's entry is ~0.6 KB) is one row of one ``executemany`` INSERT:
-    ``Cache.set`` reads each key before it writes it and cost 20 µs an entry to the batch's
-    14, ten 600-byte entries a transaction (README, performance). A key already there
-    (``--cache refresh``, a race lost to another process) and a value diskcache keeps in a
-    file go through ``Cache.set``, which replaces the old row and removes its file."""
-    with store.transact():
-        con = store._con
-        latest = dict(entries)  # a key twice: the last value, as one set after another
-        limit, now = store.disk_min_file_size, time.time()
-        small = [key for key, value in latest.items() if len(value) < limit]
-        present = {
-            k for (k,) in rows_with_keys(con, "SELECT key FROM Cache", small, " AND raw = 1")
-        }
-        con.executemany(_INSERT_ROWS, [(k, now, now, latest[k]) for k in small if k not in present])
-        for key, value in latest.items():
-            if key in present or len(value) >= limit:
-                store.set(key, value)
-        return then(con)
-
-
 def connect_read_only(directory: Path) -> sqlite3.Connection | None:
     """A connection that never writes to the directory, or None when there is no cache.db.
 
@@ -215,9 +149,9 @@ def connect_read_only(directory: Path) -> sqlite3.Connection | None:
 def read_value(directory: Path, mode: object, filename: object, value: object) -> bytes | None:
     """The bytes of one stored value (in the row, or in diskcache's file for it); None for a
     value stored in another form (not one of ours) or a file that is gone."""
-    if mode == _MODE_RAW and isinstance(value, bytes):
+    if mode == MODE_RAW and isinstance(value, bytes):
         return value
-    if mode == _MODE_BINARY and isinstance(filename, str):
+    if mode == MODE_BINARY and isinstance(filename, str):
         try:
             return (directory / filename).read_bytes()
         except OSError:
@@ -318,7 +252,9 @@ class ReplyCache:
         try:
             with self._lock:  # called from several threads at once: one Leases object
                 if self._leases is None:
-                    self._leases = Leases(self.db_path, self.lease_s, alone=alone)
+                    self._leases = Leases(
+                        self.db_path, self.lease_s, alone=alone, any_entry=_ANY_ENTRY
+                    )
                 return self._leases
         except SQLITE_FAILURES as exc:
             raise store_error(self.directory, exc) from None
@@ -396,6 +332,7 @@ class ReplyCache:
     def put(self, key: str, value: bytes) -> None:
         if self._store is None:
             raise CacheError(f"cache directory {self.directory} is open read-only")
+        self._written_elsewhere()
         try:
             may_wait(self._store._con, self._store._timeout)
             self._store.set(key, value)
@@ -404,7 +341,13 @@ class ReplyCache:
 
     def put_many(self, entries: Sequence[tuple[str, bytes]], *, wait: bool = True) -> None:
         """Store several entries in one transaction (one commit: see ``cache._writer``)."""
+        self._written_elsewhere()
         self.put_then(entries, lambda con: None, wait=wait)
+
+    def _written_elsewhere(self) -> None:
+        """A write that takes no lease: the leases can no longer vouch for a miss."""
+        if self._leases is not None:
+            self._leases.written_elsewhere()
 
     def put_then(
         self,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragbatch.core import CacheError
+from ragbatch.providers.cache._batch import store_batch
 from ragbatch.providers.cache._replies import validate_entry
 from ragbatch.providers.cache._store import (
     DB_NAME,
@@ -34,7 +35,6 @@ from ragbatch.providers.cache._store import (
     damaged,
     open_store,
     read_value,
-    store_batch,
 )
 from ragbatch.providers.cache._swap import finish_interrupted_swap, swap_in, sync_tree
 
