@@ -23,7 +23,7 @@ from ragbatch.core._schema import (
     RetrievalJudgments,
     Row,
 )
-from ragbatch.core._wire import JevRequest, Question, canonical_json
+from ragbatch.core._wire import JevRequest, Question
 
 DECISION_VERSION = "1.0.0"
 DECISION_IDS: dict[str, str] = {
@@ -199,8 +199,8 @@ def mock_probability(mock: Judgments, row: Row, question_id: str) -> float | Non
     return table[question_id]
 
 
-def _tokens(value: object) -> int:
-    return math.ceil(len(canonical_json(value)) / 4)
+def _state_tokens(request: JevRequest) -> int:
+    return math.ceil(len(request.state_json) / 4)
 
 
 def estimate_input_tokens(request: JevRequest) -> int:
@@ -210,7 +210,7 @@ def estimate_input_tokens(request: JevRequest) -> int:
     is reconciled with the ``usage`` the service reports.
     """
     questions = sum(q.estimated_tokens for q in request.questions.values())
-    return CALL_OVERHEAD_TOKENS + _tokens(request.state) + questions
+    return CALL_OVERHEAD_TOKENS + _state_tokens(request) + questions
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +224,7 @@ class RequestLimits:
 
 def oversize_reason(request: JevRequest, limits: RequestLimits) -> str | None:
     """Why ``request`` is over a size limit (naming the limit), or None if it fits."""
-    state = _tokens(request.state)
+    state = _state_tokens(request)
     sizes = [q.estimated_tokens for q in request.questions.values()]
     total = CALL_OVERHEAD_TOKENS + state + sum(sizes)
     if total > limits.request_tokens:

@@ -94,6 +94,21 @@ class JevRequest(BaseModel):
         questions = {qid: question.sent for qid, question in self.questions.items()}
         return orjson.dumps({"model": self.model, "state": self.state, "questions": questions})
 
+    @functools.cached_property
+    def state_json(self) -> bytes:
+        """The state's canonical JSON, made once a request: a live row's size checks, its
+        token estimate and its cache key all read it (each dumped the state before). Never
+        mutate ``state``."""
+        return canonical_json(self.state)
+
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> JevRequest:
+        """A copy (pydantic's) that dumps its own state afresh (see :meth:`Question.model_copy`)."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("state_json", None)
+        return copy
+
 
 def canonical_json(value: Any) -> bytes:
     """Sorted-key compact JSON: the same value always gives the same bytes."""
@@ -102,13 +117,16 @@ def canonical_json(value: Any) -> bytes:
 
 def request_key(endpoint: str, request: JevRequest) -> str:
     """Content address of a request: sha256 of what determines the answer, nothing else."""
-    payload = {
-        "endpoint": endpoint,
-        "model": request.model,
-        "state": request.state,
-        "questions": {qid: question.wire for qid, question in request.questions.items()},
-    }
-    return hashlib.sha256(canonical_json(payload)).hexdigest()
+    questions = {qid: question.wire for qid, question in request.questions.items()}
+    # canonical_json({"endpoint", "model", "state", "questions"}), made of its parts in
+    # sorted-key order: the state's is the request's own dump (state_json)
+    payload = b'{"endpoint":%b,"model":%b,"questions":%b,"state":%b}' % (
+        orjson.dumps(endpoint),
+        orjson.dumps(request.model),
+        canonical_json(questions),
+        request.state_json,
+    )
+    return hashlib.sha256(payload).hexdigest()
 
 
 class _Wire(BaseModel):

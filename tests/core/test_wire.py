@@ -316,10 +316,15 @@ def test_body_and_key_are_those_of_the_whole_model_dumped() -> None:
     # cache key still matches
     state = {"question": "q", "contexts": [{"id": "c1", "text": "t", "score": None}], "x": None}
     bare = Question(type="noul", instructions="Relevant?")  # criteria None
-    asked = REQUEST.model_copy(
+    assert REQUEST.state_json == orjson.dumps(REQUEST.state, option=orjson.OPT_SORT_KEYS)
+    asked = REQUEST.model_copy(  # a copy dumps its own state, not the one it was copied from
         update={"state": state, "questions": {**REQUEST.questions, "b": bare}}
     )
-    for request in (REQUEST, asked):
+    # the key is made of parts: keys that sort before or after the others' names, nested
+    # dicts out of order, text JSON escapes
+    odd = {"zz": {"b": 1, "a": [{"y": "é\n\"\u2028", "x": None}]}, "a": "\U0001f600", "": 1}
+    oddly = REQUEST.model_copy(update={"state": odd, "model": "m\"odel/ü"})
+    for request in (REQUEST, asked, oddly):
         whole = orjson.dumps(request.model_dump(mode="json", exclude_none=True))
         assert request.body() == whole
         payload = {
