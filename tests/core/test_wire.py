@@ -322,8 +322,8 @@ def test_body_and_key_are_those_of_the_whole_model_dumped() -> None:
     )
     # the key is made of parts: keys that sort before or after the others' names, nested
     # dicts out of order, text JSON escapes
-    odd = {"zz": {"b": 1, "a": [{"y": "é\n\"\u2028", "x": None}]}, "a": "\U0001f600", "": 1}
-    oddly = REQUEST.model_copy(update={"state": odd, "model": "m\"odel/ü"})
+    odd = {"zz": {"b": 1, "a": [{"y": 'é\n"\u2028', "x": None}]}, "a": "\U0001f600", "": 1}
+    oddly = REQUEST.model_copy(update={"state": odd, "model": 'm"odel/ü'})
     for request in (REQUEST, asked, oddly):
         whole = orjson.dumps(request.model_dump(mode="json", exclude_none=True))
         assert request.body() == whole
