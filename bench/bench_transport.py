@@ -12,10 +12,12 @@ warm-up; the CPU of this process (user + sys) over the requests is the figure. S
   compression, no proxies, no TLS, no timeout but one ``asyncio.timeout``: the least a
   Python client on asyncio can spend on the exchange, a reference, not a client to use;
 - ``aiohttp``: one ``aiohttp.ClientSession``, as the floor client of ``bench_ceiling`` uses it;
-- ``wire``: ragbatch's own wire (``providers._http_wire.Wire.post``: aiohttp with the body cap
-  and the transfer-coding check);
-- ``client``: ragbatch's ``RetryingClient.call`` over that wire (limiter slot, row deadline,
-  status handling; the reply is not parsed).
+- ``wire``: ragbatch's own wire to a direct origin (``providers._http_conn.ConnWire.post``:
+  asyncio transports, llhttp's framing, the pool, the deadline, the body cap);
+- ``aiohttp-wire``: the wire a proxy gets (``providers._http_aiohttp.AiohttpWire.post``:
+  aiohttp with the body cap and the transfer-coding check);
+- ``client``: ragbatch's ``RetryingClient.call`` over the default wire (limiter slot, row
+  deadline, status handling; the reply is not parsed).
 
 Prints each stack's CPU a request and its ratio to ``minimal`` and to ``aiohttp``, the median
 over ``--repeat`` rounds (stacks rotated). The gap between ``aiohttp`` and ``minimal`` is what
@@ -41,8 +43,9 @@ from bench.bench_ceiling import KEY, MODEL, ServerProcess, write_rows
 from ragbatch.core import build_request
 from ragbatch.data._jsonl import JsonlReader
 from ragbatch.providers._apikey import Redactor
+from ragbatch.providers._http_aiohttp import AiohttpWire
 from ragbatch.providers._http_client import Policy, RetryingClient
-from ragbatch.providers._http_wire import Wire
+from ragbatch.providers._http_conn import ConnWire
 from ragbatch.providers._jev import JEV
 from ragbatch.providers._ratelimit import RateLimiter
 
@@ -135,7 +138,14 @@ def plain_aiohttp(base_url: str, body: bytes) -> tuple[Post, Callable[[], Awaita
 
 
 def wire(base_url: str, body: bytes) -> tuple[Post, Callable[[], Awaitable[None]]]:
-    ours = Wire(base_url, Policy())
+    return _wire(ConnWire(base_url, Policy()), body)
+
+
+def aiohttp_wire(base_url: str, body: bytes) -> tuple[Post, Callable[[], Awaitable[None]]]:
+    return _wire(AiohttpWire(base_url, Policy()), body)
+
+
+def _wire(ours: ConnWire | AiohttpWire, body: bytes) -> tuple[Post, Callable[[], Awaitable[None]]]:
 
     async def post() -> object:
         reply = await ours.post(PATH, body, HEADERS)
@@ -155,7 +165,13 @@ def client(base_url: str, body: bytes) -> tuple[Post, Callable[[], Awaitable[Non
     return post, ours.aclose
 
 
-STACKS = {"minimal": minimal, "aiohttp": plain_aiohttp, "wire": wire, "client": client}
+STACKS = {
+    "minimal": minimal,
+    "aiohttp": plain_aiohttp,
+    "wire": wire,
+    "aiohttp-wire": aiohttp_wire,
+    "client": client,
+}
 
 
 async def measure(

@@ -116,10 +116,10 @@ class RetryingClient:
         service: Service,
         redact: Redactor,
     ) -> None:
-        from ragbatch.providers._http_wire import WIRE_ERRORS, Wire  # aiohttp: when needed
+        from ragbatch.providers._http_wire import open_wire  # the wires: when needed
 
-        self.wire = Wire(base_url, policy)
-        self._wire_errors = WIRE_ERRORS
+        self.wire = open_wire(base_url, policy)
+        self._wire_errors = self.wire.errors
         self.limiter, self.policy, self.service, self.redact = limiter, policy, service, redact
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         self.retries: Counter[str] = Counter()

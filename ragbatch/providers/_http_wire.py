@@ -1,42 +1,84 @@
-"""The wire under :class:`~ragbatch.providers._http_client.RetryingClient`: one aiohttp
-session, the body cap, and the mapping of aiohttp's errors to the project's failure kinds
-(async I/O). Imported only when a client is built: aiohttp takes a tenth of a second to
-import, which a mock or ``--offline`` run does not need to pay.
+"""What the two wires under :class:`~ragbatch.providers._http_client.RetryingClient` share,
+and which one a client gets (:func:`open_wire`): the project's own HTTP/1.1 connections
+(:mod:`ragbatch.providers._http_conn`, llhttp's framing) for a direct ``http://`` or
+``https://`` origin, aiohttp's session (:mod:`ragbatch.providers._http_aiohttp`) through a
+proxy or with credentials in the URL. Neither is imported before a client is built: a mock
+or ``--offline`` run pays for neither.
 
-See :mod:`ragbatch.providers._http_client` for what each failure kind means, why proxies are
-read from the environment here rather than through aiohttp's ``trust_env``, and the cap.
+Here: the body cap's error, the mapping of a wire's errors to the project's failure kinds,
+the decoders of a coded body, the proxy the environment names. See
+:mod:`ragbatch.providers._http_client` for what each failure kind means, why proxies are read
+from the environment here rather than through aiohttp's ``trust_env``, and the cap.
 """
 
 from __future__ import annotations
 
 import socket
-import ssl
 import urllib.request
 import zlib
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
-import aiohttp
+from ragbatch.providers._http_client import RESPONSE_TOO_LARGE_KIND
 
-from ragbatch.providers._http_client import RESPONSE_TOO_LARGE_KIND, Policy
-from ragbatch.providers._replies import HttpReply
+if TYPE_CHECKING:
+    from ragbatch.providers._http_client import Policy
+    from ragbatch.providers._replies import HttpReply
 
-USER_AGENT = f"ragbatch aiohttp/{aiohttp.__version__}"
+USER_AGENT = "ragbatch"  # the aiohttp wire adds its version
 
 
 class TooLarge(Exception):
     """The reply's body is over the cap (declared or decoded)."""
 
 
+class BrokenReply(ConnectionError):
+    """The server closed the connection before a complete reply, or the reply breaks HTTP."""
+
+
+class Wire(Protocol):
+    """One origin's exchanges: a POST's reply, or one of :attr:`errors`."""
+
+    errors: tuple[type[BaseException], ...]
+
+    async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> HttpReply: ...
+
+    async def aclose(self) -> None: ...
+
+
+def open_wire(base_url: str, policy: Policy) -> Wire:
+    """The wire for ``base_url``: the project's own connections, or aiohttp's session where
+    there is a proxy to go through or credentials in the URL."""
+    url = canonical_url(base_url.rstrip("/"))
+    parts = urlsplit(url)
+    direct = (
+        parts.scheme in ("http", "https")
+        and parts.hostname is not None
+        and not (parts.username or parts.password or parts.query or parts.fragment)
+        and parts.path.isascii()
+        and proxy_for(url) is None
+    )
+    if direct:
+        from ragbatch.providers._http_conn import ConnWire
+
+        return ConnWire(url, policy)
+    from ragbatch.providers._http_aiohttp import AiohttpWire
+
+    return AiohttpWire(url, policy)
+
+
 def failure_kind(exc: BaseException) -> str | None:
-    """The project's failure kind of an aiohttp/OS error, or None if it is not one."""
+    """The project's failure kind of a wire's error (``timeout``, ``response-too-large``,
+    ``connection``), or None if it is not one."""
     if isinstance(exc, TimeoutError):  # aiohttp's timeouts subclass it too
         return "timeout"
     if isinstance(exc, TooLarge):
         return RESPONSE_TOO_LARGE_KIND
-    if isinstance(exc, aiohttp.ClientError | OSError | ssl.SSLError):
+    if isinstance(exc, OSError):  # refused, reset, TLS (ssl.SSLError), BrokenReply
         return "connection"
-    return None
+    module = type(exc).__module__
+    return "connection" if module.startswith("aiohttp") else None
 
 
 def proxy_for(base_url: str) -> str | None:
@@ -63,8 +105,8 @@ def canonical_url(base_url: str) -> str:
     return parts._replace(netloc=netloc).geturl()
 
 
-def _transfer_decoder(headers: Mapping[str, str]) -> zlib._Decompress | None:
-    """A decoder for a ``Transfer-Encoding: gzip, chunked`` (or deflate) body, which aiohttp
+def transfer_coding(headers: Mapping[str, str]) -> str | None:
+    """The coding of a ``Transfer-Encoding: gzip, chunked`` (or deflate) body, which aiohttp
     leaves coded (it decodes ``Content-Encoding`` only); None when only chunked or none."""
     field = headers.get("Transfer-Encoding")
     if field is None:
@@ -74,74 +116,27 @@ def _transfer_decoder(headers: Mapping[str, str]) -> zlib._Decompress | None:
     if not codings:
         return None
     if codings not in (["gzip"], ["x-gzip"], ["deflate"]) or "Content-Encoding" in headers:
-        raise aiohttp.ClientPayloadError(f"unsupported Transfer-Encoding {field[:40]!r}")
+        raise BrokenReply(f"unsupported Transfer-Encoding {field[:40]!r}")
+    return codings[0]
+
+
+def content_coding(headers: Mapping[str, str]) -> str | None:
+    """The coding of a ``Content-Encoding: gzip`` (or deflate) body, the two a request
+    accepts; None for none or identity."""
+    field = headers.get("Content-Encoding")
+    if field is None:
+        return None
+    coding = field.strip().lower()
+    if coding in ("", "identity"):
+        return None
+    if coding in ("gzip", "x-gzip", "deflate"):
+        return coding
+    raise BrokenReply(f"unsupported Content-Encoding {field[:40]!r}")
+
+
+def inflater(coding: str, first: bytes) -> zlib._Decompress:
+    """A decoder for a body in ``coding`` that starts with ``first``: gzip, zlib, or the raw
+    deflate stream some servers send as ``deflate`` (no zlib header), as aiohttp reads it."""
+    if coding == "deflate" and first and first[0] & 0x0F != zlib.DEFLATED:
+        return zlib.decompressobj(-zlib.MAX_WBITS)
     return zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib, by the stream's header
-
-
-def _ssl(verify: bool | str) -> ssl.SSLContext | bool:
-    if verify is False:
-        return False
-    if verify is True:
-        return True  # aiohttp's default context (built once per connector)
-    return ssl.create_default_context(cafile=verify)
-
-
-class Wire:
-    """POST over one aiohttp session (opened on first use, inside the event loop)."""
-
-    def __init__(self, base_url: str, policy: Policy) -> None:
-        self.base_url = canonical_url(base_url.rstrip("/"))
-        self.policy = policy
-        self.proxy = proxy_for(self.base_url)
-        self._session: aiohttp.ClientSession | None = None
-        self._timeout = aiohttp.ClientTimeout(total=policy.attempt_timeout_s)
-
-    def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=0, ssl=_ssl(self.policy.verify))
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=self._timeout,
-            headers={"User-Agent": USER_AGENT},
-            trust_env=False,  # proxies: see the module docstring
-        )
-        return self._session
-
-    async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> HttpReply:
-        """One exchange; aiohttp's errors (and :class:`TooLarge`) as they come."""
-        session = self._session or self._open()
-        cap = self.policy.max_response_bytes
-        async with session.post(
-            self.base_url + path,
-            data=body,
-            headers=headers,
-            allow_redirects=False,
-            proxy=self.proxy,
-        ) as response:
-            declared = response.content_length
-            if declared is not None and declared > cap:
-                raise TooLarge(f"Content-Length {declared} is over the {cap}-byte cap")
-            inflate = _transfer_decoder(response.headers)
-            parts: list[bytes] = []
-            size = 0
-            async for part in response.content.iter_any():  # decoded, in bounded pieces
-                if inflate is not None:
-                    part = inflate.decompress(part, cap - size + 1)
-                    if inflate.unconsumed_tail:  # more output than the cap allows
-                        size = cap
-                size += len(part)
-                if size > cap:
-                    raise TooLarge(f"the decoded body passed the {cap}-byte cap")
-                parts.append(part)
-            if inflate is not None and not inflate.eof:
-                raise aiohttp.ClientPayloadError("transfer-coded body ends early")
-            body = b"".join(parts)
-            return HttpReply(response.status, response.reason or "", response.headers, body)
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-
-# What one exchange may raise besides a reply: each becomes a failure kind (failure_kind).
-WIRE_ERRORS = (aiohttp.ClientError, OSError, TimeoutError, TooLarge)

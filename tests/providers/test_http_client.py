@@ -1,5 +1,6 @@
-"""The one HTTP client (aiohttp underneath) against a raw-socket HTTP/1.1 server on 127.0.0.1:
-framing edge cases, the mapping of failures to the project's kinds, the body cap, proxies."""
+"""The one HTTP client against a raw-socket HTTP/1.1 server on 127.0.0.1: framing edge cases,
+the mapping of failures to the project's kinds, the body cap, proxies, TLS — over both wires
+(the project's own connections, and aiohttp's session that a proxy gets)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ from typer.testing import CliRunner
 from ragbatch.cli._app import app
 from ragbatch.core._errors import EXIT_ROW_FAILURES, ProviderError
 from ragbatch.providers._apikey import Redactor
+from ragbatch.providers._http_aiohttp import AiohttpWire
 from ragbatch.providers._http_client import RESPONSE_TOO_LARGE_KIND, Policy, RetryingClient, Service
-from ragbatch.providers._http_wire import canonical_url, proxy_for
+from ragbatch.providers._http_conn import ConnWire
+from ragbatch.providers._http_wire import canonical_url, open_wire, proxy_for
 from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.providers._replies import HttpReply
 from ragbatch.providers.cache._replies import ReplyCache
@@ -108,9 +111,25 @@ def serve() -> Iterator[Callable[[Handler], RawServer]]:
         server.close()
 
 
+WIRES = {"conn": ConnWire, "aiohttp": AiohttpWire}
+WIRE = ["conn"]  # the wire client() puts under the client: set by the fixture below
+
+
+@pytest.fixture(params=list(WIRES))
+def each_wire(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A test that uses it runs over each wire (the others: over the one a URL gets)."""
+    WIRE[0] = request.param
+    yield request.param
+    WIRE[0] = "conn"
+
+
 def client(url: str, **policy: float | str) -> RetryingClient:
     settings = Policy(**{"attempt_timeout_s": 5.0, "max_retries": 0, **policy})  # type: ignore[arg-type]
-    return RetryingClient(url, KEY, RateLimiter(8), settings, SERVICE, Redactor(KEY))
+    http = RetryingClient(url, KEY, RateLimiter(8), settings, SERVICE, Redactor(KEY))
+    if not isinstance(http.wire, WIRES[WIRE[0]]) and isinstance(http.wire, ConnWire):
+        http.wire = WIRES[WIRE[0]](http.wire.url, settings)
+        http._wire_errors = http.wire.errors
+    return http
 
 
 def raw(reply: HttpReply) -> tuple[HttpReply, int]:
@@ -141,6 +160,7 @@ def answer(data: bytes) -> Handler:
 # --- framing -------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("each_wire")
 @pytest.mark.anyio
 async def test_gzip_then_chunked_transfer_encoding_is_decoded(
     serve: Callable[[Handler], RawServer],
@@ -152,6 +172,7 @@ async def test_gzip_then_chunked_transfer_encoding_is_decoded(
     assert got.body == b'{"ok": true}'
 
 
+@pytest.mark.usefixtures("each_wire")
 @pytest.mark.anyio
 async def test_duplicate_content_length_is_an_error(
     serve: Callable[[Handler], RawServer],
@@ -162,6 +183,7 @@ async def test_duplicate_content_length_is_an_error(
     assert error.kind == "connection" and error.retryable
 
 
+@pytest.mark.usefixtures("each_wire")
 @pytest.mark.anyio
 async def test_stray_bytes_on_a_pooled_connection_never_answer_the_next_call(
     serve: Callable[[Handler], RawServer],
@@ -188,6 +210,7 @@ async def test_stray_bytes_on_a_pooled_connection_never_answer_the_next_call(
 # --- failure kinds -------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("each_wire")
 @pytest.mark.anyio
 async def test_a_dropped_connection_is_a_connection_error_not_a_timeout(
     serve: Callable[[Handler], RawServer],
@@ -200,6 +223,7 @@ async def test_a_dropped_connection_is_a_connection_error_not_a_timeout(
     assert KEY not in str(error)
 
 
+@pytest.mark.usefixtures("each_wire")
 @pytest.mark.anyio
 async def test_a_cut_body_is_a_connection_error(serve: Callable[[Handler], RawServer]) -> None:
     def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
@@ -210,6 +234,7 @@ async def test_a_cut_body_is_a_connection_error(serve: Callable[[Handler], RawSe
     assert error.kind == "connection"
 
 
+@pytest.mark.usefixtures("each_wire")
 @pytest.mark.anyio
 async def test_a_refused_connection_is_a_connection_error() -> None:
     with socket.create_server(("127.0.0.1", 0)) as probe:
@@ -218,6 +243,7 @@ async def test_a_refused_connection_is_a_connection_error() -> None:
     assert error.kind == "connection"
 
 
+@pytest.mark.usefixtures("each_wire")
 @pytest.mark.anyio
 async def test_a_silent_server_is_a_timeout(serve: Callable[[Handler], RawServer]) -> None:
     def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
@@ -239,6 +265,7 @@ def gzip_bomb(inflated: int) -> bytes:
     return b"".join(parts) + packer.flush()
 
 
+@pytest.mark.usefixtures("each_wire")
 @pytest.mark.anyio
 async def test_a_decompression_bomb_fails_as_response_too_large(
     serve: Callable[[Handler], RawServer],
@@ -253,6 +280,7 @@ async def test_a_decompression_bomb_fails_as_response_too_large(
     assert time.perf_counter() - started < 5  # stopped at the cap, not after 256 MiB
 
 
+@pytest.mark.usefixtures("each_wire")
 @pytest.mark.anyio
 async def test_a_huge_content_length_fails_before_reading(
     serve: Callable[[Handler], RawServer],
@@ -267,6 +295,7 @@ async def test_a_huge_content_length_fails_before_reading(
     assert "Content-Length 2000000000" in str(error)
 
 
+@pytest.mark.usefixtures("each_wire")
 @pytest.mark.anyio
 async def test_an_endless_chunked_body_is_capped(serve: Callable[[Handler], RawServer]) -> None:
     def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
@@ -279,6 +308,7 @@ async def test_an_endless_chunked_body_is_capped(serve: Callable[[Handler], RawS
     assert error.kind == RESPONSE_TOO_LARGE_KIND
 
 
+@pytest.mark.usefixtures("each_wire")
 @pytest.mark.anyio
 async def test_a_body_at_the_cap_is_accepted(serve: Callable[[Handler], RawServer]) -> None:
     body = gzip.compress(b"x" * MiB)
@@ -376,6 +406,7 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     listener.close()
 
 
+@pytest.mark.usefixtures("each_wire")
 @pytest.mark.anyio
 async def test_tls_is_verified_unless_told_otherwise(tls_server: tuple[str, Path]) -> None:
     url, cert = tls_server
@@ -385,3 +416,230 @@ async def test_tls_is_verified_unless_told_otherwise(tls_server: tuple[str, Path
     assert (await post(trusted)).body == b'{"tls": true}'
     unchecked = client(url, verify=False)
     assert (await post(unchecked)).body == b'{"tls": true}'
+
+
+# --- the project's own connections: framing llhttp does, the pool, the head ----------------
+
+
+def deflate_raw(data: bytes) -> bytes:
+    packer = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return packer.compress(data) + packer.flush()
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("each_wire")
+@pytest.mark.parametrize(
+    "framed",
+    [
+        pytest.param(b"HTTP/1.1 100 Continue\r\n\r\n" + reply(b'{"ok": 1}'), id="100-continue"),
+        pytest.param(
+            b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n" + reply(b'{"ok": 1}'), id="103"
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\ncontent-encoding: deflate\r\ncontent-length: %d\r\n\r\n%s"
+            % (len(zlib.compress(b'{"ok": 1}')), zlib.compress(b'{"ok": 1}')),
+            id="deflate-zlib",
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\ncontent-encoding: deflate\r\ncontent-length: %d\r\n\r\n%s"
+            % (len(deflate_raw(b'{"ok": 1}')), deflate_raw(b'{"ok": 1}')),
+            id="deflate-raw",
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+            + chunked(b'{"ok"', b": 1}")
+            + b"",
+            id="chunked",
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+            b'5;name=value\r\n{"ok"\r\n4\r\n: 1}\r\n0\r\nx-trailer: 1\r\n\r\n',
+            id="chunk-extension-and-trailer",
+        ),
+    ],
+)
+async def test_framings_a_server_may_use_are_read(
+    serve: Callable[[Handler], RawServer], framed: bytes
+) -> None:
+    server = serve(answer(framed))
+    http = client(server.url)
+    try:
+        for _ in range(2):  # and the connection serves the next call
+            assert (await http.call("/v1/x", b"{}", 1, raw)).value.body == b'{"ok": 1}'
+    finally:
+        await http.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("each_wire")
+async def test_a_body_read_to_the_close_is_complete_and_the_connection_not_reused(
+    serve: Callable[[Handler], RawServer],
+) -> None:
+    def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
+        conn.sendall(b'HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n{"ok": 1}')
+        return False  # closes: the body ends here
+
+    server = serve(handler)
+    http = client(server.url)
+    try:
+        for _ in range(2):
+            assert (await http.call("/v1/x", b"{}", 1, raw)).value.body == b'{"ok": 1}'
+    finally:
+        await http.aclose()
+    assert server.accepted == 2
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("each_wire")
+@pytest.mark.parametrize("closes", [False, True], ids=["keep-alive", "connection-close"])
+async def test_a_connection_is_reused_unless_the_server_closes_it(
+    serve: Callable[[Handler], RawServer], closes: bool
+) -> None:
+    extra = b"connection: close\r\n" if closes else b""
+
+    def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
+        conn.sendall(reply(b"{}", extra))
+        return not closes
+
+    server = serve(handler)
+    http = client(server.url)
+    try:
+        for _ in range(3):
+            assert (await http.call("/v1/x", b"{}", 1, raw)).value.status == 200
+    finally:
+        await http.aclose()
+    assert server.accepted == (3 if closes else 1)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("framed", "message"),
+    [
+        pytest.param(
+            reply(gzip.compress(b'{"ok": 1}')[:-12], b"content-encoding: gzip\r\n"),
+            "compressed body ends early",
+            id="cut-gzip",
+        ),
+        pytest.param(
+            reply(b"{}", b"content-encoding: br\r\n"), "unsupported Content-Encoding", id="br"
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\n" + b"x-pad: %s\r\n" % (b"a" * 70000) + b"\r\n",
+            "head passed 65536 bytes",
+            id="huge-head",
+        ),
+        pytest.param(b"HTTP/1.1 2OO OK\r\n\r\n", "breaks HTTP", id="bad-status"),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+            "breaks HTTP",
+            id="bad-chunk",
+        ),
+        pytest.param(
+            b"HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: x\r\n\r\n",
+            "switched protocols",
+            id="upgrade",
+        ),
+    ],
+)
+async def test_a_reply_that_breaks_http_is_a_connection_error_that_says_why(
+    serve: Callable[[Handler], RawServer], framed: bytes, message: str
+) -> None:
+    server = serve(answer(framed))
+    error = await failure(client(server.url))
+    assert error.kind == "connection" and error.retryable
+    assert message in str(error) and KEY not in str(error)
+
+
+@pytest.mark.anyio
+async def test_the_request_head_names_the_host_the_path_and_the_length(
+    serve: Callable[[Handler], RawServer],
+) -> None:
+    server = serve(answer(reply()))
+    await post(client(server.url + "/api/"), b'{"q": 1}')
+    lines = server.requests[0].split(b"\r\n")
+    assert lines[0] == b"POST /api/v1/x HTTP/1.1"
+    fields = {k.lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
+    assert fields[b"host"] == b"127.0.0.1:%d" % server.port
+    assert fields[b"content-length"] == b"8"
+    assert fields[b"authorization"] == b"Bearer " + KEY.encode()
+    assert fields[b"content-type"] == b"application/json"
+    assert fields[b"accept-encoding"] == b"gzip, deflate"
+
+
+@pytest.mark.anyio
+async def test_reply_headers_are_read_case_insensitively_with_the_reason(
+    serve: Callable[[Handler], RawServer],
+) -> None:
+    extra = b"X-Request-ID: req-1\r\nretry-after: 3\r\nx-many: a\r\nX-Many: b\r\n"
+    server = serve(answer(reply(b"{}", extra, status=b"200 Fine Thanks")))
+    got = await post(client(server.url))
+    assert got.reason == "Fine Thanks"
+    assert got.headers["x-request-id"] == "req-1" and got.headers["Retry-After"] == "3"
+    assert got.headers["X-MANY"] == "a"
+
+
+@pytest.mark.anyio
+async def test_a_call_cut_short_never_leaves_its_connection_in_the_pool(
+    serve: Callable[[Handler], RawServer],
+) -> None:
+    import asyncio
+
+    def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
+        if len(server.requests) == 1:
+            time.sleep(0.5)  # the first call gives up before this reply
+        conn.sendall(reply(b'{"n": %d}' % len(server.requests)))
+        return True
+
+    server = serve(handler)
+    http = client(server.url)
+    try:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(http.call("/v1/x", b"{}", 1, raw), 0.1)
+        time.sleep(0.6)  # the late reply has arrived on the first connection by now
+        second = (await http.call("/v1/x", b"{}", 1, raw)).value
+    finally:
+        await http.aclose()
+    assert second.body == b'{"n": 2}' and server.accepted == 2
+
+
+@pytest.mark.anyio
+async def test_an_idle_connection_past_keep_alive_is_not_reused(
+    serve: Callable[[Handler], RawServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragbatch.providers import _http_conn
+
+    server = serve(answer(reply()))
+    http = client(server.url)
+    try:
+        await http.call("/v1/x", b"{}", 1, raw)
+        await http.call("/v1/x", b"{}", 1, raw)
+        assert server.accepted == 1
+        monkeypatch.setattr(_http_conn, "KEEPALIVE_S", 0.0)
+        await http.call("/v1/x", b"{}", 1, raw)
+    finally:
+        await http.aclose()
+    assert server.accepted == 2
+
+
+@pytest.mark.anyio
+async def test_a_name_is_resolved_and_an_unknown_one_is_a_connection_error(
+    serve: Callable[[Handler], RawServer],
+) -> None:
+    server = serve(answer(reply(b'{"by": "name"}')))
+    got = await post(client(f"http://localhost:{server.port}"))
+    assert got.body == b'{"by": "name"}'
+    error = await failure(client("http://no-such-host.invalid:9"))
+    assert error.kind == "connection"
+
+
+def test_a_direct_origin_gets_the_own_wire_and_a_proxy_or_credentials_aiohttp_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    policy = Policy()
+    assert isinstance(open_wire("https://api.typesafe.ai", policy), ConnWire)
+    assert isinstance(open_wire("http://127.1:8080/v1/", policy), ConnWire)
+    assert isinstance(open_wire("https://user:pw@api.typesafe.ai", policy), AiohttpWire)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    assert isinstance(open_wire("https://api.typesafe.ai", policy), AiohttpWire)

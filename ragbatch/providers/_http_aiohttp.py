@@ -1,0 +1,94 @@
+"""The wire through a proxy (or to a URL with credentials): one aiohttp session, the body cap
+and the transfer-coding check (async I/O). Imported only when such a client is built: aiohttp
+takes a tenth of a second to import. A direct origin gets the project's own connections
+(:mod:`ragbatch.providers._http_conn`); :mod:`ragbatch.providers._http_wire` chooses.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+
+import aiohttp
+
+from ragbatch.providers._http_client import Policy
+from ragbatch.providers._http_wire import (
+    USER_AGENT,
+    BrokenReply,
+    TooLarge,
+    canonical_url,
+    inflater,
+    proxy_for,
+    transfer_coding,
+)
+from ragbatch.providers._replies import HttpReply
+
+
+def _ssl(verify: bool | str) -> ssl.SSLContext | bool:
+    if verify is False:
+        return False
+    if verify is True:
+        return True  # aiohttp's default context (built once per connector)
+    return ssl.create_default_context(cafile=verify)
+
+
+class AiohttpWire:
+    """POST over one aiohttp session (opened on first use, inside the event loop)."""
+
+    # What one exchange may raise besides a reply: each becomes a failure kind.
+    errors: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError, TooLarge)
+
+    def __init__(self, base_url: str, policy: Policy) -> None:
+        self.base_url = canonical_url(base_url.rstrip("/"))
+        self.policy = policy
+        self.proxy = proxy_for(self.base_url)
+        self._session: aiohttp.ClientSession | None = None
+        self._timeout = aiohttp.ClientTimeout(total=policy.attempt_timeout_s)
+
+    def _open(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(limit=0, ssl=_ssl(self.policy.verify))
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=self._timeout,
+            headers={"User-Agent": f"{USER_AGENT} aiohttp/{aiohttp.__version__}"},
+            trust_env=False,  # proxies: see ragbatch.providers._http_client
+        )
+        return self._session
+
+    async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> HttpReply:
+        """One exchange; aiohttp's errors (and :class:`TooLarge`) as they come."""
+        session = self._session or self._open()
+        cap = self.policy.max_response_bytes
+        async with session.post(
+            self.base_url + path,
+            data=body,
+            headers=headers,
+            allow_redirects=False,
+            proxy=self.proxy,
+        ) as response:
+            declared = response.content_length
+            if declared is not None and declared > cap:
+                raise TooLarge(f"Content-Length {declared} is over the {cap}-byte cap")
+            coding = transfer_coding(response.headers)  # aiohttp decodes Content-Encoding
+            inflate = None
+            parts: list[bytes] = []
+            size = 0
+            async for part in response.content.iter_any():  # decoded, in bounded pieces
+                if coding is not None:
+                    inflate = inflate or inflater(coding, part)
+                    part = inflate.decompress(part, cap - size + 1)
+                    if inflate.unconsumed_tail:  # more output than the cap allows
+                        size = cap
+                size += len(part)
+                if size > cap:
+                    raise TooLarge(f"the decoded body passed the {cap}-byte cap")
+                parts.append(part)
+            if inflate is not None and not inflate.eof:
+                raise BrokenReply("the compressed body ends early")
+            body = b"".join(parts)
+            return HttpReply(response.status, response.reason or "", response.headers, body)
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
