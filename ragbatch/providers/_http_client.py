@@ -1,5 +1,5 @@
-"""The one retrying HTTP client under both live providers (Jev and the chat judge), over
-aiohttp (async I/O).
+"""The one retrying HTTP client under both live providers (Jev and the chat judge), on
+asyncio (async I/O).
 
 Per call: rate limiter slot -> one attempt bounded as a whole by ``attempt_timeout_s``
 (connect, send, reply and decoding) -> retries with capped exponential backoff and jitter,
@@ -9,13 +9,15 @@ every 5xx, connection errors, timeouts, and whatever the caller's reader marks r
 A 401 or 403 stops the whole run (:class:`~ragbatch.core._errors.RunAborted`). The first
 attempt runs outside tenacity: most calls need no other.
 
-The wire is aiohttp's (its C parser and keep-alive pool; no limit on connections: the
-limiter bounds the calls in flight). What the providers see is :class:`HttpReply`, the
-project's own small reply type, and the project's failure kinds;
-:func:`ragbatch.providers._http_wire.failure_kind` is the one mapping of aiohttp's errors to
-them (the wire module, and aiohttp, are imported only once a client is built):
+The wire (:func:`ragbatch.providers._http_wire.open_wire`) is the project's own keep-alive
+HTTP/1.1 connections with llhttp's framing (:mod:`ragbatch.providers._http_conn`) for a
+direct origin, aiohttp's session through a proxy; no limit on connections (the limiter
+bounds the calls in flight). What the providers see is :class:`HttpReply`, the project's own
+small reply type, and the project's failure kinds;
+:func:`ragbatch.providers._http_wire.failure_kind` is the one mapping of a wire's errors to
+them (the wires are imported only once a client is built):
 
-* ``timeout``: no complete reply within the attempt's time (aiohttp's and ours);
+* ``timeout``: no complete reply within the attempt's time;
 * ``connection``: refused, reset, dropped before or during the reply, TLS failures and
   replies that break HTTP (duplicate ``Content-Length``, a bad chunk, a bad encoding):
   a dropped connection is never counted as a timeout;
@@ -179,7 +181,7 @@ class RetryingClient:
     def _failed(self, exc: BaseException, estimate: int) -> ProviderError:
         from ragbatch.providers._http_wire import failure_kind
 
-        kind = failure_kind(exc) or "connection"
+        kind = failure_kind(exc)
         if kind == RESPONSE_TOO_LARGE_KIND:  # the request was served: keep its estimate
             return ProviderError(self.redact(f"reply too large: {exc}"), kind=kind)
         self.limiter.settle(estimate, 0)
@@ -254,7 +256,7 @@ class RetryingClient:
         try:
             # asyncio's timeout, not anyio's fail_after: the same deadline for a fraction of
             # the CPU a call (anyio's cancel scope was ~7 % of a live row's; README,
-            # performance). The wire is aiohttp's, on asyncio, whose own timeouts work alike.
+            # performance). Both wires are on asyncio, whose own timeouts work alike.
             async with asyncio.timeout(deadline):
                 try:  # the first attempt outside tenacity: most calls need no other
                     value, latency_ms = await self._attempt(path, body, estimate, read, meter)

@@ -228,6 +228,7 @@ class ConnWire:
         )
         self.idle: list[Connection] = []
         self.pool: set[Connection] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the pool's: another starts anew
         self._ssl: ssl.SSLContext | None = None
         self._addresses: list[str] = []
         self._resolved_at = -DNS_TTL_S
@@ -243,6 +244,8 @@ class ConnWire:
         """One exchange; :attr:`errors` as they come."""
         request = self._request(path, body, headers)
         loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._adopt(loop)
         now = loop.time()
         deadline = now + self.policy.attempt_timeout_s
         connection = self._idle(now) or await self._connect(loop, deadline)
@@ -331,7 +334,15 @@ class ConnWire:
             self._ssl = context
         return self._ssl
 
+    def _adopt(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Forget another event loop's connections and look-up: they cannot serve this one
+        (its sockets close when their transports are collected)."""
+        self.idle, self.pool, self._loop, self._resolving = [], set(), loop, None
+
     async def aclose(self) -> None:
+        """Close this event loop's connections."""
+        if asyncio.get_running_loop() is not self._loop:
+            self._adopt(asyncio.get_running_loop())
         for connection in list(self.pool):
             connection.close()
         self.idle.clear()

@@ -68,17 +68,15 @@ def open_wire(base_url: str, policy: Policy) -> Wire:
     return AiohttpWire(url, policy)
 
 
-def failure_kind(exc: BaseException) -> str | None:
-    """The project's failure kind of a wire's error (``timeout``, ``response-too-large``,
-    ``connection``), or None if it is not one."""
+def failure_kind(exc: BaseException) -> str:
+    """The project's failure kind of one of a wire's :attr:`~Wire.errors`: ``timeout``,
+    ``response-too-large``, else ``connection`` (refused, reset, TLS, :class:`BrokenReply`,
+    aiohttp's client errors)."""
     if isinstance(exc, TimeoutError):  # aiohttp's timeouts subclass it too
         return "timeout"
     if isinstance(exc, TooLarge):
         return RESPONSE_TOO_LARGE_KIND
-    if isinstance(exc, OSError):  # refused, reset, TLS (ssl.SSLError), BrokenReply
-        return "connection"
-    module = type(exc).__module__
-    return "connection" if module.startswith("aiohttp") else None
+    return "connection"
 
 
 def proxy_for(base_url: str) -> str | None:

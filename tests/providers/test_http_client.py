@@ -595,6 +595,8 @@ async def test_a_call_cut_short_never_leaves_its_connection_in_the_pool(
     try:
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(http.call("/v1/x", b"{}", 1, raw), 0.1)
+        await asyncio.sleep(0.01)
+        assert isinstance(http.wire, ConnWire) and not http.wire.pool  # closed, not left open
         time.sleep(0.6)  # the late reply has arrived on the first connection by now
         second = (await http.call("/v1/x", b"{}", 1, raw)).value
     finally:
@@ -643,3 +645,74 @@ def test_a_direct_origin_gets_the_own_wire_and_a_proxy_or_credentials_aiohttp_s(
     assert isinstance(open_wire("https://user:pw@api.typesafe.ai", policy), AiohttpWire)
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
     assert isinstance(open_wire("https://api.typesafe.ai", policy), AiohttpWire)
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("each_wire")
+async def test_third_party_servers_framings_are_read(tmp_path: Path) -> None:
+    """aiohttp's server compressing a chunked reply, and the standard library's HTTP/1.0
+    server whose body ends at the close: servers users really run, not our own bytes."""
+    import asyncio
+    import http.server
+
+    from aiohttp import web
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        response = web.json_response({"ok": 1, "pad": "x" * 5000})
+        response.enable_compression(web.ContentCoding.gzip)
+        response.enable_chunked_encoding()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/x", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+
+    class Old(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"ok": 1}')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    old = http.server.HTTPServer(("127.0.0.1", 0), Old)
+    threading.Thread(target=old.serve_forever, daemon=True).start()
+    try:
+        got = await post(client(f"http://127.0.0.1:{port}"))
+        assert got.headers["Content-Encoding"] == "gzip"
+        assert got.body == b'{"ok": 1, "pad": "%s"}' % (b"x" * 5000)
+        plain = client(f"http://127.0.0.1:{old.server_address[1]}")
+        try:
+            for _ in range(2):
+                assert (await plain.call("/v1/x", b"{}", 1, raw)).value.body == b'{"ok": 1}'
+        finally:
+            await plain.aclose()
+    finally:
+        old.shutdown()
+        old.server_close()
+        await runner.cleanup()
+        await asyncio.sleep(0)
+
+
+def test_a_client_used_from_another_event_loop_opens_new_connections(
+    serve: Callable[[Handler], RawServer],
+) -> None:
+    import asyncio
+
+    server = serve(answer(reply()))
+    http = client(server.url)
+
+    async def status() -> int:
+        return (await http.call("/v1/x", b"{}", 1, raw)).value.status
+
+    assert asyncio.run(status()) == 200
+    assert asyncio.run(status()) == 200  # the first loop's connection died with it
+    asyncio.run(http.aclose())
+    assert server.accepted == 2
