@@ -14,8 +14,8 @@ One exchange, one connection at a time (no pipelining). A connection goes back t
 only after a complete reply that keeps it alive and nothing after it: stray bytes, a reply
 cut short, a parse error, a timeout or a cancelled call close it. An idle connection is
 reused for :data:`KEEPALIVE_S` at most (aiohttp's default), the newest first. Names are
-resolved once per :data:`DNS_TTL_S` (by the system resolver, in asyncio's executor) and tried
-in the order it gives. What is not this wire's — a proxy, credentials in the URL — goes to
+resolved once per :data:`DNS_TTL_S` (by the system resolver, in asyncio's executor), and a new
+connection races their addresses as aiohttp does (``aiohappyeyeballs``, RFC 8305). What is not this wire's — a proxy, credentials in the URL — goes to
 aiohttp's (:func:`ragbatch.providers._http_wire.open_wire`).
 """
 
@@ -28,7 +28,9 @@ import zlib
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+import aiohappyeyeballs
 import httptools
+from aiohappyeyeballs import AddrInfoType
 from multidict import CIMultiDict
 
 from ragbatch.providers._http_client import Policy
@@ -44,6 +46,7 @@ from ragbatch.providers._replies import HttpReply
 
 KEEPALIVE_S = 15.0  # an idle connection older than this is closed, not reused
 DNS_TTL_S = 10.0  # a name's addresses are looked up again after this
+HAPPY_EYEBALLS_S = 0.25  # a name's next address is tried this long after the one before
 MAX_HEAD_BYTES = 64 * 1024  # the status line and headers together (llhttp sets no limit)
 _NO_BODY = frozenset({204, 304})
 
@@ -196,7 +199,10 @@ class Connection(asyncio.Protocol):
         assert self.transport is not None
         self.error = None
         self.waiter = waiter = loop.create_future()
-        self.transport.write(data)
+        if not self.reusable:  # closed since it connected (bytes nobody asked for, a reset)
+            waiter.set_exception(BrokenReply("the server closed the connection"))
+        else:
+            self.transport.write(data)
         return waiter
 
     def expire(self) -> None:
@@ -230,15 +236,14 @@ class ConnWire:
         self.pool: set[Connection] = set()
         self._loop: asyncio.AbstractEventLoop | None = None  # the pool's: another starts anew
         self._ssl: ssl.SSLContext | None = None
-        self._addresses: list[str] = []
+        self._addresses: list[AddrInfoType] = []
         self._resolved_at = -DNS_TTL_S
-        self._resolving: asyncio.Task[list[str]] | None = None
-        try:  # an address already: never looked up
+        self._resolving: asyncio.Task[list[AddrInfoType]] | None = None
+        try:
             socket.inet_pton(socket.AF_INET6 if ":" in self.host else socket.AF_INET, self.host)
+            self._literal = True
         except OSError:
-            pass
-        else:
-            self._addresses, self._resolved_at = [self.host], float("inf")
+            self._literal = False
 
     async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> HttpReply:
         """One exchange; :attr:`errors` as they come."""
@@ -289,25 +294,29 @@ class ConnWire:
     async def _connect(self, loop: asyncio.AbstractEventLoop, deadline: float) -> Connection:
         cap = self.policy.max_response_bytes
         context = self._context() if self.tls else None
+        hostname = self.host if context is not None else None
         async with asyncio.timeout_at(deadline):
-            error: OSError | None = None
-            for address in await self._resolve(loop):
-                try:
-                    _, connection = await loop.create_connection(
-                        lambda: Connection(cap, self.pool),
-                        address,
-                        self.port,
-                        ssl=context,
-                        server_hostname=self.host if context is not None else None,
-                    )
-                except OSError as exc:  # refused, unreachable, TLS: the next address
-                    error = exc
-                    continue
+            if self._literal:  # an address: nothing to look up or race
+                _, connection = await loop.create_connection(
+                    lambda: Connection(cap, self.pool),
+                    self.host,
+                    self.port,
+                    ssl=context,
+                    server_hostname=hostname,
+                )
                 return connection
-        raise error or OSError(f"no address for {self.host}")
+            # a name's addresses raced as aiohttp races them (RFC 8305: the next family's
+            # first address after 0.25 s), so a broken IPv6 route does not cost the attempt
+            sock = await aiohappyeyeballs.start_connection(
+                await self._resolve(loop), happy_eyeballs_delay=HAPPY_EYEBALLS_S, interleave=1
+            )
+            _, connection = await loop.create_connection(
+                lambda: Connection(cap, self.pool), sock=sock, ssl=context, server_hostname=hostname
+            )
+            return connection
 
-    async def _resolve(self, loop: asyncio.AbstractEventLoop) -> list[str]:
-        """The host's addresses: itself if it is one, else the resolver's (cached a while)."""
+    async def _resolve(self, loop: asyncio.AbstractEventLoop) -> list[AddrInfoType]:
+        """The name's addresses, from the system resolver, cached for :data:`DNS_TTL_S`."""
         if loop.time() - self._resolved_at < DNS_TTL_S:
             return self._addresses
         if self._resolving is None or self._resolving.done():
@@ -316,11 +325,10 @@ class ConnWire:
             self._resolving = loop.create_task(self._look_up(loop))
         return await asyncio.shield(self._resolving)
 
-    async def _look_up(self, loop: asyncio.AbstractEventLoop) -> list[str]:
+    async def _look_up(self, loop: asyncio.AbstractEventLoop) -> list[AddrInfoType]:
         infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-        self._addresses, self._resolved_at = addresses, loop.time()
-        return addresses
+        self._addresses, self._resolved_at = list(infos), loop.time()
+        return self._addresses
 
     def _context(self) -> ssl.SSLContext:
         if self._ssl is None:

@@ -30,7 +30,7 @@ class HttpReply:
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP-date);
-    ``headers`` must look names up case-insensitively (aiohttp's and httpx's do)."""
+    ``headers`` must look names up case-insensitively (the wires' do)."""
     ms = headers.get("retry-after-ms")
     if ms is not None:
         try:

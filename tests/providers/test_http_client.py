@@ -716,3 +716,35 @@ def test_a_client_used_from_another_event_loop_opens_new_connections(
     assert asyncio.run(status()) == 200  # the first loop's connection died with it
     asyncio.run(http.aclose())
     assert server.accepted == 2
+
+
+@pytest.mark.anyio
+async def test_a_name_s_addresses_are_raced_past_one_that_hangs(
+    serve: Callable[[Handler], RawServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first address takes no connection (its accept queue is full: a SYN waits), the
+    second answers: raced, the call takes ~0.25 s, not the attempt's 5 s."""
+    server = serve(answer(reply(b'{"via": "second"}')))
+    stuck = socket.create_server(("127.0.0.1", 0), backlog=0)
+    filler = socket.create_connection(stuck.getsockname())  # fills the queue
+    http = client(f"http://service.test:{server.port}")
+    wire = http.wire
+    assert isinstance(wire, ConnWire)
+    infos: list[tuple[int, int, int, str, tuple[str, int]]] = [
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", stuck.getsockname()),
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", server.port)),
+    ]
+    looked_up = []
+
+    async def look_up(loop: object) -> list[tuple[int, int, int, str, tuple[str, int]]]:
+        looked_up.append(1)
+        return infos
+
+    monkeypatch.setattr(wire, "_look_up", look_up)
+    started = time.perf_counter()
+    try:
+        assert (await post(http)).body == b'{"via": "second"}'
+    finally:
+        filler.close()
+        stuck.close()
+    assert time.perf_counter() - started < 2.5 and looked_up == [1]
