@@ -188,14 +188,19 @@ def is_loopback_host(host: str) -> bool:
 
 
 def check_base_url(base_url: str, option: str, *, allow_insecure_http: bool) -> None:
-    """Refuse (ConfigError, exit 2) to send a key over plain http:// to a non-loopback host."""
+    """Refuse (ConfigError, exit 2) to send a key over plain http:// to a non-loopback host,
+    and a URL no request can go to: not http:// or https://, no host, a bad port."""
     parts = urlsplit(base_url)
-    if parts.scheme.lower() != "http" or allow_insecure_http:
-        return
     host = parts.hostname or ""
-    if not is_loopback_host(host):
+    if parts.scheme.lower() == "http" and not allow_insecure_http and not is_loopback_host(host):
         raise ConfigError(
             f"{option} {base_url} is plain http:// to {host or 'an empty host'}, which is not "
             f"loopback: the API key would travel unencrypted; use https://, or pass "
             f"{INSECURE_FLAG} if this network is trusted"
         )
+    try:
+        parts.port  # noqa: B018 (it parses the port: out of range or not a number raises)
+    except ValueError as exc:
+        raise ConfigError(f"{option} {base_url} has no usable port: {exc}") from None
+    if parts.scheme.lower() not in ("http", "https") or not host:
+        raise ConfigError(f"{option} {base_url} is not an http:// or https:// URL with a host")

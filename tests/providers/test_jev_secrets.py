@@ -195,7 +195,6 @@ def test_the_key_is_masked_before_the_message_is_cut(
         ("http://10.0.0.5:8080", False),
         ("http://localhost.example.com", False),
         ("http://2130706433:8080", False),  # 127.0.0.1 spelled as one number: not recognised
-        ("http://", False),
     ],
 )
 def test_which_base_urls_may_carry_a_key_over_http(url: str, allowed: bool) -> None:
@@ -205,6 +204,36 @@ def test_which_base_urls_may_carry_a_key_over_http(url: str, allowed: bool) -> N
         with pytest.raises(ConfigError, match="--allow-insecure-http if this network is trusted"):
             check_base_url(url, "--base-url", allow_insecure_http=False)
     check_base_url(url, "--base-url", allow_insecure_http=True)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://", "plain http:// to an empty host"),
+        ("https://", "not an http:// or https:// URL with a host"),
+        ("ftp://127.0.0.1:21", "not an http:// or https:// URL with a host"),
+        ("127.0.0.1:8080", "not an http:// or https:// URL with a host"),
+        ("http://127.0.0.1:99999", "no usable port: Port out of range"),
+        ("https://api.typesafe.ai:https", "no usable port"),
+    ],
+)
+def test_a_base_url_no_request_can_go_to_is_refused_up_front(url: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        check_base_url(url, "--base-url", allow_insecure_http=False)
+    if not url.startswith("http://"):
+        return
+    with pytest.raises(ConfigError, match=r"no usable port|not an http"):
+        check_base_url(url, "--base-url", allow_insecure_http=True)
+
+
+def test_a_bad_port_is_one_error_line_before_any_request(
+    jev_server: JevServer, tmp_path: Path
+) -> None:
+    url = "http://127.0.0.1:99999"
+    code, output = run_cli(jev_server, tmp_path, "test-key", "--base-url", url)
+    assert code == EXIT_USAGE
+    assert output == (f"error: --base-url {url} has no usable port: Port out of range 0-65535\n")
+    assert jev_server.requests_total == 0 and not (tmp_path / "report.json").exists()
 
 
 def numeric_url(server: JevServer) -> str:
