@@ -3,7 +3,7 @@ parser of Node.js, through httptools), a keep-alive pool of its own (async I/O).
 
 Why not aiohttp's client here: one POST through ``aiohttp.ClientSession`` cost ~84 µs of CPU
 against ~22 µs for the least an ``asyncio.Protocol`` exchange costs (``bench/bench_transport.py``,
-README performance) — a fifth of a live row's CPU went to machinery a row does not use (the
+README performance): ~10 % of a live row's CPU went to machinery a row does not use (the
 request and response objects, the cookie jar, the signals, the per-request tasks). What this
 module writes by hand is only what is left around the parser: the request head, the pool, the
 attempt's deadline, decoding under the cap and the failure kinds. The framing — status line,
@@ -14,9 +14,10 @@ One exchange, one connection at a time (no pipelining). A connection goes back t
 only after a complete reply that keeps it alive and nothing after it: stray bytes, a reply
 cut short, a parse error, a timeout or a cancelled call close it. An idle connection is
 reused for :data:`KEEPALIVE_S` at most (aiohttp's default), the newest first. Names are
-resolved once per :data:`DNS_TTL_S` (by the system resolver, in asyncio's executor), and a new
-connection races their addresses as aiohttp does (``aiohappyeyeballs``, RFC 8305). What is not this wire's — a proxy, credentials in the URL — goes to
-aiohttp's (:func:`ragbatch.providers._http_wire.open_wire`).
+resolved once per :data:`DNS_TTL_S` (by the system resolver, in asyncio's executor), and a
+new connection races their addresses as aiohttp does (``aiohappyeyeballs``, RFC 8305). What is
+not this wire's — a proxy, credentials in the URL — goes to aiohttp's
+(:func:`ragbatch.providers._http_wire.open_wire`).
 """
 
 from __future__ import annotations
