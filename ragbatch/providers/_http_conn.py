@@ -216,6 +216,11 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
 
+def _retrieved(task: asyncio.Task[list[AddrInfoType]]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 class ConnWire:
     """POST over a pool of :class:`Connection` to one ``http://`` or ``https://`` origin."""
 
@@ -324,6 +329,8 @@ class ConnWire:
             # one look-up for every connection that waits on it, finished even if the call
             # that started it is cancelled
             self._resolving = loop.create_task(self._look_up(loop))
+            # its error reaches every caller still waiting; retrieved here when none is left
+            self._resolving.add_done_callback(_retrieved)
         return await asyncio.shield(self._resolving)
 
     async def _look_up(self, loop: asyncio.AbstractEventLoop) -> list[AddrInfoType]:
