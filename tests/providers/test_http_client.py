@@ -748,3 +748,27 @@ async def test_a_name_s_addresses_are_raced_past_one_that_hangs(
         filler.close()
         stuck.close()
     assert time.perf_counter() - started < 2.5 and looked_up == [1]
+
+
+@pytest.mark.anyio
+async def test_an_ipv6_literal_is_connected_to_and_named_in_the_host_header() -> None:
+    try:
+        listener = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    port = listener.getsockname()[1]
+    heads: list[bytes] = []
+
+    def serve_one() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            heads.append(conn.recv(65536))
+            conn.sendall(reply(b'{"v6": true}'))
+
+    threading.Thread(target=serve_one, daemon=True).start()
+    try:
+        got = await post(client(f"http://[::1]:{port}"))
+    finally:
+        listener.close()
+    assert got.body == b'{"v6": true}'
+    assert b"\r\nHost: [::1]:%d\r\n" % port in heads[0]
