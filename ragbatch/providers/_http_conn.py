@@ -188,6 +188,7 @@ class Connection(asyncio.Protocol):
         reason = self.reason.decode("latin-1")
         body = self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
         self._new_reply()
+        self.waiter = None  # an idle connection keeps no reply alive
         waiter.set_result(HttpReply(status, reason, headers, body))
 
     def _fail(self, error: BaseException) -> None:
