@@ -13,7 +13,8 @@ and ``Connection: close`` — is llhttp's, the parser Node.js and uvicorn use.
 One exchange, one connection at a time (no pipelining). A connection goes back to the pool
 only after a complete reply that keeps it alive and nothing after it: stray bytes, a reply
 cut short, a parse error, a timeout or a cancelled call close it. An idle connection is
-reused for :data:`KEEPALIVE_S` at most (aiohttp's default), the newest first. Names are
+reused for :data:`KEEPALIVE_S` at most (aiohttp's default), the newest first; older ones are
+closed as connections come back, so a burst's leftovers do not stay open. Names are
 resolved once per :data:`DNS_TTL_S` (by the system resolver, in asyncio's executor), and a
 new connection races their addresses as aiohttp does (``aiohappyeyeballs``, RFC 8305). What is
 not this wire's — a proxy, credentials in the URL — goes to aiohttp's
@@ -26,6 +27,7 @@ import asyncio
 import socket
 import ssl
 import zlib
+from collections import deque
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -239,7 +241,7 @@ class ConnWire:
             f"Host: {parts.netloc}\r\nUser-Agent: {USER_AGENT}\r\nAccept: */*\r\n"
             "Accept-Encoding: gzip, deflate\r\n"
         )
-        self.idle: list[Connection] = []
+        self.idle: deque[Connection] = deque()  # the oldest left, the newest right
         self.pool: set[Connection] = set()
         self._loop: asyncio.AbstractEventLoop | None = None  # the pool's: another starts anew
         self._ssl: ssl.SSLContext | None = None
@@ -271,8 +273,11 @@ class ConnWire:
         finally:
             timer.cancel()
         if connection.reusable:
-            connection.idle_since = loop.time()
-            self.idle.append(connection)
+            connection.idle_since = now = loop.time()
+            idle = self.idle
+            idle.append(connection)
+            while idle and now - idle[0].idle_since >= KEEPALIVE_S:  # a burst's leftovers
+                idle.popleft().close()
         else:
             connection.close()
         return reply
@@ -354,7 +359,7 @@ class ConnWire:
     def _adopt(self, loop: asyncio.AbstractEventLoop) -> None:
         """Forget another event loop's connections and look-up: they cannot serve this one
         (its sockets close when their transports are collected)."""
-        self.idle, self.pool, self._loop, self._resolving = [], set(), loop, None
+        self.idle, self.pool, self._loop, self._resolving = deque(), set(), loop, None
 
     async def aclose(self) -> None:
         """Close this event loop's connections."""

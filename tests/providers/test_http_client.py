@@ -772,3 +772,33 @@ async def test_an_ipv6_literal_is_connected_to_and_named_in_the_host_header() ->
         listener.close()
     assert got.body == b'{"v6": true}'
     assert b"\r\nHost: [::1]:%d\r\n" % port in heads[0]
+
+
+@pytest.mark.anyio
+async def test_what_a_burst_left_idle_is_closed_once_past_keep_alive(
+    serve: Callable[[Handler], RawServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from ragbatch.providers import _http_conn
+
+    def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
+        time.sleep(0.05)  # four calls at once need four connections
+        conn.sendall(reply())
+        return True
+
+    server = serve(handler)
+    http = client(server.url)
+    wire = http.wire
+    assert isinstance(wire, ConnWire)
+    monkeypatch.setattr(_http_conn, "KEEPALIVE_S", 0.4)
+    try:
+        await asyncio.gather(*(http.call("/v1/x", b"{}", 1, raw) for _ in range(4)))
+        assert len(wire.pool) == 4
+        for _ in range(6):  # one call at a time: the newest connection serves them all
+            await http.call("/v1/x", b"{}", 1, raw)
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.01)
+        assert len(wire.pool) == 1 and server.accepted == 4
+    finally:
+        await http.aclose()
