@@ -16,9 +16,7 @@ from ragbatch.providers._http_wire import (
     USER_AGENT,
     BrokenReply,
     TooLarge,
-    canonical_url,
     inflater,
-    proxy_for,
     transfer_coding,
 )
 from ragbatch.providers._replies import HttpReply
@@ -38,10 +36,12 @@ class AiohttpWire:
     # What one exchange may raise besides a reply: each becomes a failure kind.
     errors: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError, TooLarge)
 
-    def __init__(self, base_url: str, policy: Policy) -> None:
-        self.base_url = canonical_url(base_url.rstrip("/"))
+    def __init__(self, base_url: str, policy: Policy, proxy: str | None = None) -> None:
+        """``base_url`` and ``proxy`` as :func:`~ragbatch.providers._http_wire.open_wire`
+        made them (written the usual way; the environment's proxy for it, if any)."""
+        self.base_url = base_url
         self.policy = policy
-        self.proxy = proxy_for(self.base_url)
+        self.proxy = proxy
         self._session: aiohttp.ClientSession | None = None
         self._timeout = aiohttp.ClientTimeout(total=policy.attempt_timeout_s)
 

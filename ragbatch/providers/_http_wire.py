@@ -52,12 +52,13 @@ def open_wire(base_url: str, policy: Policy) -> Wire:
     there is a proxy to go through or credentials in the URL."""
     url = canonical_url(base_url.rstrip("/"))
     parts = urlsplit(url)
+    proxy = proxy_for(url)
     direct = (
         parts.scheme in ("http", "https")
         and parts.hostname is not None
         and not (parts.username or parts.password or parts.query or parts.fragment)
         and parts.path.isascii()
-        and proxy_for(url) is None
+        and proxy is None
     )
     if direct:
         from ragbatch.providers._http_conn import ConnWire
@@ -65,7 +66,7 @@ def open_wire(base_url: str, policy: Policy) -> Wire:
         return ConnWire(url, policy)
     from ragbatch.providers._http_aiohttp import AiohttpWire
 
-    return AiohttpWire(url, policy)
+    return AiohttpWire(url, policy, proxy)
 
 
 def failure_kind(exc: BaseException) -> str:
