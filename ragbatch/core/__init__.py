@@ -3,7 +3,9 @@
 Owns the error tree (``errors``), the dataset models (``schema``), the Jev wire protocol
 (``wire``), row -> request (``questions``), claim mode's questions and veto (``claims``), the
 diagnosis policy and its routings (``policy``), price snapshots (``pricing``), one row's outcome
-(``outcome``) and the provider protocol types (``provider``).
+(``outcome``), the provider protocol types (``provider``), and multi-step traces: their steps
+(``trace``), one request per judged step (``trace_questions``) and the verdict per step and
+trace (``trace_policy``).
 
 Pure: no httpx, diskcache, anyio, typer, sqlite, no file or network I/O (``tests/test_layers.py``
 checks the source). Imports nothing of ragbatch outside ``core``.
@@ -101,6 +103,39 @@ from ragbatch.core._schema import (
     Spans,
     TokenUsage,
 )
+from ragbatch.core._trace import (
+    STEP_KINDS,
+    AnswerStep,
+    HopRetrieval,
+    RetrievalStep,
+    Step,
+    StepExpected,
+    StepJudgments,
+    StepKind,
+    ToolStep,
+    Trace,
+    TraceExpected,
+    Turn,
+    UserStep,
+    count_hops,
+    turns_of,
+)
+from ragbatch.core._trace_policy import (
+    StepVerdict,
+    TraceVerdict,
+    answer_verdict,
+    diagnose_trace,
+    hop_verdict,
+)
+from ragbatch.core._trace_questions import (
+    ANSWER_DECISION_IDS,
+    HOP_DECISION_ID,
+    TRACE_DECISION_VERSION,
+    StepRequest,
+    read_step_judgments,
+    step_mock_probability,
+    step_requests,
+)
 from ragbatch.core._wire import (
     ChoiceAnswer,
     JevRequest,
@@ -113,6 +148,7 @@ from ragbatch.core._wire import (
 )
 
 __all__ = [
+    "ANSWER_DECISION_IDS",
     "BUDGET_KIND",
     "CALL_OVERHEAD_TOKENS",
     "CLAIM_PREFIX",
@@ -125,14 +161,18 @@ __all__ = [
     "EXIT_ROW_FAILURES",
     "EXIT_USAGE",
     "EXTRACTORS",
+    "HOP_DECISION_ID",
     "JUDGMENTS",
     "MAX_REQUEST_TOKENS",
     "MAX_STATE_QUESTION_TOKENS",
     "MISSING_CITATION",
     "PER_MILLION",
     "ROUTINGS",
+    "STEP_KINDS",
     "TOO_LARGE_KIND",
+    "TRACE_DECISION_VERSION",
     "VETO_RULE",
+    "AnswerStep",
     "AsyncClaimExtractor",
     "AttemptMeter",
     "BaselineJudge",
@@ -154,6 +194,7 @@ __all__ = [
     "GenerationJudgments",
     "Golden",
     "Guarantee",
+    "HopRetrieval",
     "Interrupted",
     "JevOutcome",
     "JevRequest",
@@ -170,6 +211,7 @@ __all__ = [
     "Reply",
     "RequestLimits",
     "RetrievalJudgments",
+    "RetrievalStep",
     "Route",
     "Routing",
     "Row",
@@ -179,19 +221,35 @@ __all__ = [
     "Scope",
     "ScoreAnswer",
     "Spans",
+    "Step",
+    "StepExpected",
+    "StepJudgments",
+    "StepKind",
+    "StepRequest",
+    "StepVerdict",
     "Thresholds",
     "TokenUsage",
+    "ToolStep",
+    "Trace",
+    "TraceExpected",
+    "TraceVerdict",
+    "Turn",
+    "UserStep",
     "Verdict",
     "WireReply",
+    "answer_verdict",
     "build_request",
     "build_state",
     "canonical_json",
     "claim_groups",
     "claim_result",
+    "count_hops",
     "decision_for",
     "diagnose",
+    "diagnose_trace",
     "estimate_input_tokens",
     "evidence_of",
+    "hop_verdict",
     "innermost",
     "is_veto",
     "label_fails",
@@ -201,9 +259,13 @@ __all__ = [
     "parse_reply",
     "read_judgments",
     "read_reply",
+    "read_step_judgments",
     "report_variant",
     "request_key",
     "routing_of",
+    "step_mock_probability",
+    "step_requests",
     "summarize_claims",
     "total_cost",
+    "turns_of",
 ]
