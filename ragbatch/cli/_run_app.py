@@ -13,6 +13,7 @@ from typing import Any
 
 import typer
 
+from ragbatch.cli._common import fail
 from ragbatch.cli._meta import HELP_OPTIONS, VersionFlag
 from ragbatch.cli._run_command import with_run_options
 from ragbatch.cli._usage import OneLineErrors
@@ -30,12 +31,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings=HELP_OPTIONS,
+    rich_markup_mode=None,  # plain help: see ragbatch.cli._meta
 )
 
 
-def fail(error: RagbatchError) -> typer.Exit:
-    typer.echo(f"error: {error}", err=True)
-    return typer.Exit(error.exit_code)
+def warn(text: str) -> None:
+    """A ``warning:`` line on stderr (the run goes on)."""
+    typer.echo(f"warning: {text}", err=True)
 
 
 @app.command()
@@ -49,7 +51,6 @@ def run(**params: Any) -> None:
     (nothing written; rerun to resume from the cache).
     """
     options = RunOptions.of(**params)
-    warn = lambda text: typer.echo(f"warning: {text}", err=True)  # noqa: E731
     try:
         result = run_options(options, warn, RunCanceller())
     except RagbatchError as error:
