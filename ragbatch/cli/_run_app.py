@@ -18,6 +18,7 @@ from ragbatch.cli._meta import HELP_OPTIONS, VersionFlag
 from ragbatch.cli._run_command import with_run_options
 from ragbatch.cli._usage import OneLineErrors
 from ragbatch.core import EXIT_INCOMPLETE, EXIT_OK, EXIT_ROW_FAILURES, Interrupted, RagbatchError
+from ragbatch.providers import OVERLAP_MODEL
 from ragbatch.report import run_text, summary_text
 from ragbatch.run import RunCanceller, RunOptions
 from ragbatch.run import run as run_options
@@ -57,6 +58,12 @@ def run(**params: Any) -> None:
         raise fail(error) from None
     except KeyboardInterrupt:  # SIGINT outside the run's own handling (start-up, a second one)
         raise fail(Interrupted("interrupted by SIGINT", signal.SIGINT)) from None
+    if OVERLAP_MODEL in result.report.provider.answered_by:
+        warn(
+            "rows without a mock block were answered by word overlap (model "
+            f"{OVERLAP_MODEL}): a stand-in that runs offline, not Jev's judgment; judge them "
+            "with --provider jev"
+        )
     if not options.display.quiet:
         typer.echo(summary_text(result.report, result.record))
         typer.echo(run_text(result.record))

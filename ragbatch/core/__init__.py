@@ -45,6 +45,7 @@ from ragbatch.core._errors import (
     RateLimited,
     RowFailure,
     RunAborted,
+    install_extra,
 )
 from ragbatch.core._outcome import BaselineOutcome, Decided, JevOutcome, PricedCall, RowOutcome
 from ragbatch.core._policy import (
@@ -71,6 +72,7 @@ from ragbatch.core._provider import (
 )
 from ragbatch.core._questions import (
     CALL_OVERHEAD_TOKENS,
+    CHUNK_PREFIX,
     CLAIM_PREFIX,
     DECISION_IDS,
     DECISION_VERSION,
@@ -115,6 +117,7 @@ from ragbatch.core._wire import (
 __all__ = [
     "BUDGET_KIND",
     "CALL_OVERHEAD_TOKENS",
+    "CHUNK_PREFIX",
     "CLAIM_PREFIX",
     "DECISION_IDS",
     "DECISION_VERSION",
@@ -193,6 +196,7 @@ __all__ = [
     "estimate_input_tokens",
     "evidence_of",
     "innermost",
+    "install_extra",
     "is_veto",
     "label_fails",
     "mock_answer",
