@@ -29,7 +29,14 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from ragbatch.compare import infer
-from ragbatch.core import ConfigError, DatasetError, GenerationJudgments, RetrievalJudgments, Row
+from ragbatch.core import (
+    ConfigError,
+    DatasetError,
+    GenerationJudgments,
+    RetrievalJudgments,
+    Row,
+    install_extra,
+)
 from ragbatch.data import RowSource, SeenIds, describe, drop_nulls, open_dataset, read_labels
 from ragbatch.metrics import Inference
 from ragbatch.report import Report, RowResult
@@ -227,7 +234,7 @@ class Evaluation:
         try:
             import pandas
         except ImportError:
-            raise ConfigError("to_pandas() needs pandas: pip install 'ragbatch[pandas]'") from None
+            raise ConfigError(f"to_pandas() needs pandas: {install_extra('pandas')}") from None
         return pandas.DataFrame([table_row(r) for r in self.row_results()], columns=COLUMNS)
 
 

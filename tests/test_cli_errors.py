@@ -182,7 +182,8 @@ def test_missing_dataset(tmp_path: Path) -> None:
 
 def test_failed_rows_exit_3_and_are_never_auto(tmp_path: Path) -> None:
     path = tmp_path / "partial.jsonl"
-    path.write_text(FULL + "\n" + GOOD.replace('"a"', '"b"', 1) + "\n", encoding="utf-8")
+    partial = FULL.replace('"a"', '"b"', 1).replace('"relevance":0.9,', "")  # no relevance
+    path.write_text(FULL + "\n" + partial + "\n", encoding="utf-8")
     out = tmp_path / "r.json"
     code, _, _ = run(["run", str(path), "--out", str(out), "--quiet"])
     assert code == 3

@@ -25,20 +25,26 @@ def run(args: list[str]) -> tuple[int, str, str]:
 
 
 def test_failed_rows_are_summarised_by_kind_with_what_to_do(tmp_path: Path) -> None:
-    sample = ROOT / "datasets/samples/ragas-sample.jsonl"
+    rows = [orjson.loads(line) for line in FIXTURE.read_bytes().splitlines()[:5]]
+    for row in rows:  # a mock block without the answer to one question
+        del row["mock"]["generation"]["relevance"]
+        row.pop("baseline", None)
+    sample = tmp_path / "partial.jsonl"
+    sample.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
     out = tmp_path / "r.json"
-    code, stdout, _ = run(["run", str(sample), "--format", "ragas", "--out", str(out)])
+    code, stdout, _ = run(["run", str(sample), "--out", str(out)])
     assert code == 3
     lines = stdout.splitlines()
     start = lines.index("  Jev failures by kind:")
+    first = rows[0]["id"]
     assert lines[start : start + 6] == [
         "  Jev failures by kind:",
-        "    mock-missing-answer: 5 rows; first row-1: mock block of row 'row-1' has no answer "
-        "for question 'chunkRelevance:0'",
-        "      what to do: these rows have no mock answers; use --provider jev (the live Jev API, "
-        "through the cache) or add a `mock` block to each row",
+        f"    mock-missing-answer: 5 rows; first {first}: mock block of row '{first}' has no "
+        "answer for question 'answerRelevance'",
+        "      what to do: these rows' mock blocks lack an answer Jev is asked; use --provider "
+        "jev (the live Jev API, through the cache) or complete the blocks",
         "  baseline failures by kind:",
-        "    no-baseline: 5 rows; first row-1: row 'row-1' has no baseline verdict",
+        f"    no-baseline: 5 rows; first {first}: row '{first}' has no baseline verdict",
         "      what to do: these rows record no baseline verdict; use --baseline lexical "
         "(offline) or --baseline llm",
     ]
@@ -126,7 +132,10 @@ def test_html_without_its_extra_fails_before_the_first_row(
     out, page = tmp_path / "r.json", tmp_path / "r.html"
     code, stdout, stderr = run(["run", "--out", str(out), "--html", str(page)])
     assert (code, stdout) == (2, "")
-    assert stderr == "error: the HTML report needs the 'html' extra: pip install 'ragbatch[html]'\n"
+    assert stderr == (
+        "error: the HTML report needs the 'html' extra: pip install 'ragbatch[html]' (in a "
+        "source checkout: pip install -e '.[html]')\n"
+    )
     assert not out.exists() and not page.exists()  # no row was evaluated, nothing written
 
 

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from ragbatch.cli._common import fail
+from ragbatch.cli._usage import OneLineErrors
 from ragbatch.core import EXIT_USAGE, ConfigError, RagbatchError
 from ragbatch.providers.cache import (
     finish_interrupted_swap,
@@ -16,12 +18,9 @@ from ragbatch.providers.cache import (
 )
 from ragbatch.run import DEFAULT_CACHE
 
-cache_app = typer.Typer(help="Work on reply caches.", no_args_is_help=True)
-
-
-def _fail(error: RagbatchError) -> typer.Exit:
-    typer.echo(f"error: {error}", err=True)
-    return typer.Exit(error.exit_code)
+cache_app = typer.Typer(
+    cls=OneLineErrors, help="Work on reply caches.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 @cache_app.command("merge")
@@ -41,7 +40,7 @@ def cache_merge_command(
             raise ConfigError(f"--into {into}: is not a directory; give a cache directory")
         stats = merge_caches(sources, into)
     except RagbatchError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     typer.echo(
         f"merged {stats.sources} caches into {into}: {stats.copied} entries copied, "
         f"{stats.already_present} already there"
@@ -77,7 +76,7 @@ def cache_verify_command(
             raise typer.Exit(EXIT_USAGE)
         repaired = repair_cache(directory)
     except RagbatchError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     typer.echo(
         f"repaired {directory}: {repaired.kept} entries kept, {repaired.dropped} dropped "
         "(a rerun fetches them again)"

@@ -11,7 +11,7 @@ import orjson
 import typer
 
 from ragbatch._files import write_bytes
-from ragbatch.cli._tools import _fail, check_outputs, read_report
+from ragbatch.cli._common import check_output_paths, fail, read_report
 from ragbatch.core import ConfigError, DatasetError, RagbatchError
 from ragbatch.report import DEFAULT_NAME, EXPORT_FORMATS, ExportFormat, export_rows
 
@@ -73,7 +73,7 @@ def export_command(
             raise ConfigError(
                 f"unknown export format {format!r}; choose from {', '.join(EXPORT_FORMATS)}"
             )
-        check_outputs(("--out", out))
+        check_output_paths(("--out", out))
         rows = list(rows_of(report))
         exported = export_rows(rows, cast(ExportFormat, format), name)
         if not exported.records:
@@ -85,7 +85,7 @@ def export_command(
             )
         write_bytes(out, b"".join(orjson.dumps(r) + b"\n" for r in exported.records))
     except RagbatchError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     if exported.skipped:
         shown = ", ".join(f"{key} ({reason})" for key, reason in exported.skipped[:SHOWN])
         more = f" and {len(exported.skipped) - SHOWN} more" if len(exported.skipped) > SHOWN else ""

@@ -8,6 +8,7 @@ answering PASS, FAIL or UNDECIDED (:mod:`ragbatch.compare._inference_gate`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from statistics import NormalDist
 from typing import Annotated, Any
@@ -23,7 +24,8 @@ from ragbatch.calibrate import (
     row_texts,
     sample_header,
 )
-from ragbatch.cli._tools import _fail, check_outputs, read_json, read_report
+from ragbatch.cli._common import check_output_paths, fail, read_json, read_report
+from ragbatch.cli._run_command import SOURCE, open_source, with_options
 from ragbatch.compare import (
     DEFAULT_MAX_RISE,
     JEV_ONLY,
@@ -39,7 +41,7 @@ from ragbatch.compare import (
     parse_rules,
 )
 from ragbatch.core import ConfigError, RagbatchError
-from ragbatch.data import DEFAULT_DATASET, open_dataset, read_labels
+from ragbatch.data import read_labels
 from ragbatch.metrics import Inference, labels_needed
 from ragbatch.report import Report, report_bytes, report_html, report_markdown
 
@@ -49,9 +51,10 @@ Confidence = Annotated[
 ]
 
 
-def dataset_texts(path: Path, format: str, report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Question, contexts and answer per row id of the dataset ``report`` was run on."""
-    reader = open_dataset(path, format)
+def dataset_texts(source: Mapping[str, Any], report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Question, contexts and answer per row id of the dataset ``report`` was run on (the
+    :data:`~ragbatch.cli._run_command.SOURCE` options name it)."""
+    reader = open_source(source)
     texts = {
         row.id: row_texts(
             row.question, [c.model_dump(exclude_none=True) for c in row.contexts], row.answer
@@ -61,7 +64,7 @@ def dataset_texts(path: Path, format: str, report: dict[str, Any]) -> dict[str, 
     expected = (report.get("dataset") or {}).get("sha256")
     if expected and reader.sha256 != expected:
         raise ConfigError(
-            f"{path} is not the dataset the report was run on (its sha256 differs from the "
+            f"{source['dataset']} is not the dataset the report was run on (its sha256 differs from the "
             "report's dataset.sha256); pass that dataset with --dataset"
         )
     return texts
@@ -85,13 +88,11 @@ def _line(e: Any) -> str:
     )
 
 
+# --dataset: check that the labels belong to the report of this dataset (when given)
+@with_options(*SOURCE, defaults={"dataset": None}, as_options={"dataset"})
 def infer_command(
     report: Annotated[Path, typer.Argument(help="The judged report.")],
     labels: Labels,
-    dataset: Annotated[
-        Path | None, typer.Option(help="Check that the labels belong to this dataset's report.")
-    ] = None,
-    format: Annotated[str, typer.Option("--format", help="The dataset's format.")] = "jsonl",
     confidence: Confidence = 0.95,
     target_width: Annotated[
         float | None,
@@ -103,19 +104,21 @@ def infer_command(
     ] = None,
     markdown: Annotated[Path | None, typer.Option(help="Write the Markdown view here.")] = None,
     html: Annotated[Path | None, typer.Option(help="Write the HTML view here.")] = None,
+    **source: Any,
 ) -> None:
     """Corrected failure rates with valid intervals from a few human labels (PPI++).
 
     For each diagnosis and any failure (Jev-only and cascade), each judgment's positive rate
     and each --slice-by slice: the judge's raw rate, the corrected estimate and its interval,
     the labels-only interval and the effective number of labels. A sample that does not match
-    the report (another dataset, unknown ids) is exit 2.
+    the report (another dataset, unknown ids) is exit 2; with --dataset (and its --format),
+    the dataset must be the one the report was run on.
     """
     try:
-        check_outputs(("--out", out), ("--markdown", markdown), ("--html", html))
+        check_output_paths(("--out", out), ("--markdown", markdown), ("--html", html))
         typed, result = infer_report(report, labels, confidence, target_width)
-        if dataset is not None:
-            dataset_texts(dataset, format, read_report(report))
+        if source["dataset"] is not None:
+            dataset_texts(source, read_report(report))
         with_inference = typed.model_copy(update={"inference": result})
         if out is not None:
             write_bytes(out, report_bytes(with_inference))
@@ -124,7 +127,7 @@ def infer_command(
         if html is not None:
             write_bytes(html, report_html(with_inference).encode())
     except RagbatchError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     if json_out:
         typer.echo(orjson.dumps(result.model_dump(mode="json", by_alias=True)).decode())
         return
@@ -140,12 +143,10 @@ def infer_command(
         )
 
 
+# --dataset: the dataset the report was run on (its rows' question, contexts and answer)
+@with_options(*SOURCE, as_options={"dataset"})
 def audit_sample_command(
     report: Annotated[Path, typer.Argument(help="The report to sample from.")],
-    dataset: Annotated[
-        Path, typer.Option(help="The dataset the report was run on (question, contexts, answer).")
-    ] = DEFAULT_DATASET,
-    format: Annotated[str, typer.Option("--format", help="Its format, as for run.")] = "jsonl",
     rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of rows to sample.")] = 0.1,
     seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
     out: Annotated[Path, typer.Option(help="JSONL for people to label.")] = Path("sample.jsonl"),
@@ -158,24 +159,26 @@ def audit_sample_command(
         Path | None, typer.Option(help="With --plan: labels so far, to plan from their variance.")
     ] = None,
     confidence: Confidence = 0.95,
+    **source: Any,
 ) -> None:
     """A sample stratified by diagnosis and route, for people to label (about 10%).
 
     The first line says how to label and how the sample was drawn; each other line carries the
     row's question, contexts and answer next to the judge's verdict, its stratum and inclusion
-    probability, with empty ``human`` fields to fill in. --plan prints the labels needed.
+    probability, with empty ``human`` fields to fill in; --dataset (read as for run) is the
+    dataset the report was run on. --plan prints the labels needed.
     """
     try:
         if plan:
             typer.echo(plan_text(report, labels, target_width, confidence))
             return
-        check_outputs(("--out", out))
+        check_output_paths(("--out", out))
         data = read_report(report)
-        lines = audit_sample(data["rows"], rate, seed, dataset_texts(dataset, format, data))
+        lines = audit_sample(data["rows"], rate, seed, dataset_texts(source, data))
         header = sample_header(data["dataset"]["sha256"], rate, seed, lines)
         write_bytes(out, jsonl_bytes([instructions_line(header), *lines]))
     except RagbatchError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     typer.echo(f"wrote {len(lines)} rows to label to {out} (instructions on its first line)")
 
 
@@ -243,7 +246,7 @@ def gate_command(
     """
     corrected: CorrectedGate | None = None
     try:
-        check_outputs(("--markdown", markdown), ("--junit", junit))
+        check_output_paths(("--markdown", markdown), ("--junit", junit))
         if baseline_labels is not None and labels is None:
             raise ConfigError("--baseline-labels needs --labels (the current report's labels)")
         extra = parse_rules(read_json(rules, "rules file")) if rules else []
@@ -262,7 +265,7 @@ def gate_command(
         if junit is not None:
             write_bytes(junit, gate_junit(result, corrected).encode())
     except RagbatchError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     code = result.exit_code
     raise typer.Exit(code if code or corrected is None else corrected.exit_code)
 
@@ -283,13 +286,3 @@ def _corrected(
         else base_report.inference
     )
     return corrected_gate(now, before, judge_failure_rates(base_report), max_rise)
-
-
-def register(app: typer.Typer, name: str) -> None:
-    """Register one of this module's commands under ``name``."""
-    if name == "audit-sample":
-        app.command(name)(audit_sample_command)
-    elif name == "gate":
-        app.command(name)(gate_command)
-    else:
-        app.command(name)(infer_command)

@@ -1,4 +1,11 @@
-"""``ragbatch --version`` (and ``-h`` beside ``--help``): the program's own facts, no run."""
+"""``ragbatch --version`` (and ``-h`` beside ``--help``): the program's own facts, no run.
+
+Help is click's plain text (the apps pass ``rich_markup_mode=None``): an option's name and
+value type, then its help wrapped below the terminal's width with its default and environment
+variable in full; a flag shows no value type. Rich's boxed table gave each column a share of
+80 columns, so descriptions wrapped a few words a line, defaults were cut with an ellipsis and
+every flag read ``<bool>``, as if it took a value.
+"""
 
 from __future__ import annotations
 

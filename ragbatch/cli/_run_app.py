@@ -13,10 +13,12 @@ from typing import Any
 
 import typer
 
+from ragbatch.cli._common import fail
 from ragbatch.cli._meta import HELP_OPTIONS, VersionFlag
 from ragbatch.cli._run_command import with_run_options
 from ragbatch.cli._usage import OneLineErrors
 from ragbatch.core import EXIT_INCOMPLETE, EXIT_OK, EXIT_ROW_FAILURES, Interrupted, RagbatchError
+from ragbatch.providers import OVERLAP_MODEL
 from ragbatch.report import run_text, summary_text
 from ragbatch.run import RunCanceller, RunOptions
 from ragbatch.run import run as run_options
@@ -30,12 +32,13 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings=HELP_OPTIONS,
+    rich_markup_mode=None,  # plain help: see ragbatch.cli._meta
 )
 
 
-def fail(error: RagbatchError) -> typer.Exit:
-    typer.echo(f"error: {error}", err=True)
-    return typer.Exit(error.exit_code)
+def warn(text: str) -> None:
+    """A ``warning:`` line on stderr (the run goes on)."""
+    typer.echo(f"warning: {text}", err=True)
 
 
 @app.command()
@@ -49,13 +52,18 @@ def run(**params: Any) -> None:
     (nothing written; rerun to resume from the cache).
     """
     options = RunOptions.of(**params)
-    warn = lambda text: typer.echo(f"warning: {text}", err=True)  # noqa: E731
     try:
         result = run_options(options, warn, RunCanceller())
     except RagbatchError as error:
         raise fail(error) from None
     except KeyboardInterrupt:  # SIGINT outside the run's own handling (start-up, a second one)
         raise fail(Interrupted("interrupted by SIGINT", signal.SIGINT)) from None
+    if OVERLAP_MODEL in result.report.provider.answered_by:
+        warn(
+            "rows without a mock block were answered by word overlap (model "
+            f"{OVERLAP_MODEL}): a stand-in that runs offline, not Jev's judgment; judge them "
+            "with --provider jev"
+        )
     if not options.display.quiet:
         typer.echo(summary_text(result.report, result.record))
         typer.echo(run_text(result.record))

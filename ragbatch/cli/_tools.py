@@ -1,7 +1,8 @@
-"""CLI commands that work on finished reports: gate, diff (file I/O; no evaluation logic).
+"""CLI commands around a run: estimate its cost, make counterfactual rows, merge shards, and
+work on finished reports (diff, calibrate, agreement); file I/O, no evaluation logic.
 
-Registered on the main app by :func:`register`. Every RagbatchError becomes one ``error:``
-line with its exit code, as for ``run``.
+Registered on the main app by :mod:`ragbatch.cli._app`. Every RagbatchError becomes one
+``error:`` line with its exit code, as for ``run``.
 """
 
 from __future__ import annotations
@@ -12,53 +13,17 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from ragbatch._files import check_output, write_bytes
+from ragbatch._files import write_bytes
 from ragbatch.calibrate import agreement, calibrate_targets, policy_bytes, summary
-from ragbatch.cli._cache_app import cache_app
+from ragbatch.cli._common import check_output_paths, fail, read_report
+from ragbatch.cli._run_command import SOURCE, open_source, with_options
 from ragbatch.compare import diff_markdown, diff_reports, distribution_drift, drift_markdown
-from ragbatch.core import MAX_REQUEST_TOKENS, MAX_STATE_QUESTION_TOKENS, ConfigError, RagbatchError
-from ragbatch.data import JsonlReader, write_counterfactuals
+from ragbatch.core import ConfigError, RagbatchError
+from ragbatch.data import write_counterfactuals
 from ragbatch.report import report_bytes, summarize
-from ragbatch.run import (
-    DEFAULT_CACHE,
-    DEFAULT_DATASET,
-    DEFAULT_PRICING,
-    PRICING_NAME,
-    RunOptions,
-    estimate_options,
-    merge_partials,
-)
+from ragbatch.run import RunOptions, estimate_options, merge_partials
 
 TOO_LARGE_SHOWN = 20  # rows over a size limit listed by `estimate` (all of them with --json)
-
-
-def read_json(path: Path, what: str) -> Any:
-    """A JSON file, or a ConfigError naming it (exit 2)."""
-    try:
-        return orjson.loads(path.read_bytes())
-    except OSError as exc:
-        raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
-
-
-def read_report(path: Path) -> dict[str, Any]:
-    data = read_json(path, "report")
-    if not isinstance(data, dict) or "modes" not in data or "rows" not in data:
-        raise ConfigError(f"{path}: not a ragbatch report (no 'modes' and 'rows')")
-    return data
-
-
-def check_outputs(*outputs: tuple[str, Path | None]) -> None:
-    """Refuse an output path that cannot be written, before reading or computing anything."""
-    for option, path in outputs:
-        if path is not None:
-            check_output(path, option)
-
-
-def _fail(error: RagbatchError) -> typer.Exit:
-    typer.echo(f"error: {error}", err=True)
-    return typer.Exit(error.exit_code)
 
 
 def diff_command(
@@ -73,7 +38,7 @@ def diff_command(
     z-test for the abstention rate.
     """
     try:
-        check_outputs(("--markdown", markdown))
+        check_output_paths(("--markdown", markdown))
         first, second = read_report(a), read_report(b)
         result = diff_reports(first, second)
         drift = distribution_drift(first, second)
@@ -86,7 +51,7 @@ def diff_command(
         if markdown is not None:
             write_bytes(markdown, text.encode())
     except RagbatchError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
 
 
 def merge_command(
@@ -97,47 +62,35 @@ def merge_command(
 ) -> None:
     """Merge shard partials into the report a single run would have written (same bytes)."""
     try:
-        check_outputs(("--out", out))
+        check_output_paths(("--out", out))
         info, outcomes = merge_partials(partials)
         write_bytes(out, report_bytes(summarize(outcomes, info)))
     except RagbatchError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     typer.echo(f"merged {len(partials)} partials, {len(outcomes)} rows: {out}")
 
 
+# What a run's price depends on: its rows, the Jev model, the reply cache, the pricing, the claim
+# mode and the request size limits (the other options change how a run goes, not its calls).
+PRICED = ("provider", "model", "cache_dir", "pricing", "groundedness", "claim_evidence",
+          "claim_extractor", "max_request_tokens", "max_state_question_tokens")  # fmt: skip
+
+
+# an estimate prices the live service; the mock costs nothing
+@with_options(*SOURCE, *PRICED, defaults={"provider": "jev"})
 def estimate_command(
-    dataset: Annotated[Path, typer.Argument(help="JSONL dataset.")] = DEFAULT_DATASET,
-    provider: Annotated[str, typer.Option(help="mock or jev (as for run).")] = "jev",
-    model: Annotated[
-        str | None, typer.Option(envvar="TYPESAFE_DEFAULT_MODEL", help="Model to price.")
-    ] = None,
-    cache_dir: Annotated[Path, typer.Option(help="Reply cache to subtract.")] = DEFAULT_CACHE,
-    pricing: Annotated[
-        Path, typer.Option(help="Pricing snapshot.", show_default=f"{PRICING_NAME} (bundled)")
-    ] = DEFAULT_PRICING,
-    groundedness: Annotated[str, typer.Option(help="basic or claims (as for run).")] = "basic",
-    claim_evidence: Annotated[str, typer.Option(help="cited or context.")] = "cited",
-    claim_extractor: Annotated[str, typer.Option(help="provided or sentences.")] = "provided",
-    ignore_unknown_fields: Annotated[
-        bool, typer.Option("--ignore-unknown-fields", help="As for run.")
-    ] = False,
-    max_request_tokens: Annotated[
-        int, typer.Option(min=1, help="As for run: a larger request is listed, not sent.")
-    ] = MAX_REQUEST_TOKENS,
-    max_state_question_tokens: Annotated[
-        int, typer.Option(min=1, help="As for run: the state plus the longest question.")
-    ] = MAX_STATE_QUESTION_TOKENS,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    **options: Any,
 ) -> None:
     """Calls, input tokens and cost of a run before spending anything (no network).
 
-    Lists the rows whose request is over a size limit: the run fails them (request-too-large)
-    without sending them."""
-    options = RunOptions.of(**{k: v for k, v in locals().items() if k != "json_out"})
+    Takes run's options for the dataset and what the cost depends on. Lists the rows whose
+    request is over a size limit: the run fails them (request-too-large) without sending them.
+    """
     try:
-        result = estimate_options(options)
+        result = estimate_options(RunOptions.of(**options))
     except RagbatchError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     if json_out:
         typer.echo(result.model_dump_json(by_alias=True))
         return
@@ -164,24 +117,26 @@ def estimate_command(
             typer.echo(f"  … and {len(result.too_large) - TOO_LARGE_SHOWN} more (see --json)")
 
 
+@with_options(*SOURCE)
 def counterfactual_command(
-    dataset: Annotated[Path, typer.Argument(help="JSONL dataset with golden.expectedDocuments.")],
     out: Annotated[Path, typer.Option(help="Where to write the counterfactual JSONL.")],
     keep_mock: Annotated[
         bool, typer.Option("--keep-mock", help="Keep mock/baseline/claims (for testing only).")
     ] = False,
+    **source: Any,
 ) -> None:
     """Write, per row with expected documents, a variant without them that should be refused.
 
+    DATASET (read as for run) names the expected documents in golden.expectedDocuments.
     Each variant is linked to its row (golden.counterfactualOf) and expects abstention. Run
     your generator on it to get new answers, then `ragbatch run` it: the report shows the
     refusal rate and False Answer Rate on the counterfactual rows next to the originals.
     """
     try:
-        check_outputs(("--out", out))
-        stats = write_counterfactuals(JsonlReader(dataset), out, keep_mock=keep_mock)
+        check_output_paths(("--out", out))
+        stats = write_counterfactuals(open_source(source), out, keep_mock=keep_mock)
     except RagbatchError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     typer.echo(
         f"wrote {stats.written} counterfactual rows to {out} ({stats.rows_in} read; skipped "
         f"{stats.skipped_no_expected} without expected documents, {stats.skipped_no_match} "
@@ -225,13 +180,13 @@ def calibrate_command(
     these. Refuses when the data cannot support the target, saying what they can support.
     """
     try:
-        check_outputs(("--out", out))
+        check_output_paths(("--out", out))
         policy, table = calibrate_targets(
             read_report(report), target_risk, confidence, folds, seed, routing, per_diagnosis
         )
         write_bytes(out, policy_bytes(policy))
     except RagbatchError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     typer.echo(summary(policy, str(out), table))
 
 
@@ -245,11 +200,11 @@ def agreement_command(
         lines = [orjson.loads(line) for line in labels.read_bytes().splitlines() if line.strip()]
         result = agreement(read_report(report)["rows"], lines, str(labels))
     except OSError as exc:
-        raise _fail(ConfigError(f"cannot read labels {labels}: {exc.strerror or exc}")) from None
+        raise fail(ConfigError(f"cannot read labels {labels}: {exc.strerror or exc}")) from None
     except orjson.JSONDecodeError as exc:
-        raise _fail(ConfigError(f"{labels}: not valid JSONL ({exc})")) from None
+        raise fail(ConfigError(f"{labels}: not valid JSONL ({exc})")) from None
     except RagbatchError as error:
-        raise _fail(error) from None
+        raise fail(error) from None
     kappa = "n/a" if result.kappa is None else f"{result.kappa:.3f}"
     if json_out:
         typer.echo(result.model_dump_json(by_alias=True))
@@ -260,20 +215,3 @@ def agreement_command(
         )
     if result.warning:
         typer.echo(f"warning: {result.warning}", err=True)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(cache_app, name="cache")
-    app.command("calibrate")(calibrate_command)
-    from ragbatch.cli import (
-        _labels as labels,  # imports this module: registered here to keep the order
-    )
-
-    labels.register(app, "audit-sample")
-    app.command("agreement")(agreement_command)
-    app.command("counterfactual")(counterfactual_command)
-    app.command("estimate")(estimate_command)
-    app.command("merge")(merge_command)
-    labels.register(app, "gate")
-    labels.register(app, "infer")
-    app.command("diff")(diff_command)

@@ -47,6 +47,7 @@ from ragbatch.core._errors import (
     RateLimited,
     RowFailure,
     RunAborted,
+    install_extra,
 )
 from ragbatch.core._outcome import BaselineOutcome, Decided, JevOutcome, PricedCall, RowOutcome
 from ragbatch.core._policy import (
@@ -73,6 +74,7 @@ from ragbatch.core._provider import (
 )
 from ragbatch.core._questions import (
     CALL_OVERHEAD_TOKENS,
+    CHUNK_PREFIX,
     CLAIM_PREFIX,
     DECISION_IDS,
     DECISION_VERSION,
@@ -151,6 +153,7 @@ __all__ = [
     "ANSWER_DECISION_IDS",
     "BUDGET_KIND",
     "CALL_OVERHEAD_TOKENS",
+    "CHUNK_PREFIX",
     "CLAIM_PREFIX",
     "DECISION_IDS",
     "DECISION_VERSION",
@@ -251,6 +254,7 @@ __all__ = [
     "evidence_of",
     "hop_verdict",
     "innermost",
+    "install_extra",
     "is_veto",
     "label_fails",
     "mock_answer",

@@ -31,6 +31,12 @@ BUDGET_KIND = "budget-exhausted"
 TOO_LARGE_KIND = "request-too-large"  # over a request size limit: never sent
 
 
+def install_extra(extra: str) -> str:
+    """How to install the optional ``extra``, for a message that needs it: from the package
+    index, or into a source checkout (where ``ragbatch[extra]`` would fetch a release)."""
+    return f"pip install 'ragbatch[{extra}]' (in a source checkout: pip install -e '.[{extra}]')"
+
+
 class RagbatchError(Exception):
     """Base of every error the CLI turns into a one-line message."""
 

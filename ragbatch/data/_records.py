@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from ragbatch.core import ConfigError, Context, Row
+from ragbatch.core import ConfigError, Context, Row, install_extra
 from ragbatch.data._arrays import array_items
 from ragbatch.data._base import (
     JSON_TYPES,
@@ -252,7 +252,7 @@ class RecordReader(FileReader):
             import pyarrow.parquet as pq
         except ImportError:
             raise ConfigError(
-                "reading Parquet needs pyarrow: pip install 'ragbatch[parquet]'"
+                f"reading Parquet needs pyarrow: {install_extra('parquet')}"
             ) from None
         with self._open() as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):

@@ -31,7 +31,7 @@ from ragbatch.providers._jev import (
     JevSettings,
     OfflineJev,
 )
-from ragbatch.providers._mock import MOCK_MODEL, MockProvider
+from ragbatch.providers._mock import MOCK_MODEL, OVERLAP_MODEL, MockProvider
 from ragbatch.providers._ratelimit import RateLimiter
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ __all__ = [
     "KEY_SOURCE",
     "MOCK_MODEL",
     "MODEL_ALIASES",
+    "OVERLAP_MODEL",
     "ChatClient",
     "JevProvider",
     "JevSettings",

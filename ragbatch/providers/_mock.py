@@ -4,6 +4,12 @@ It goes through the same validation as a live reply and reports a deterministic 
 token usage derived from the request size, so offline reports show realistic cost and latency
 figures that never change between runs. A row whose block lacks an asked answer fails (kind
 ``mock-missing-answer``); the run goes on.
+
+A row with no ``mock`` block at all (another tool's export, your own logs) is answered by
+word overlap instead, model :data:`OVERLAP_MODEL` (the lexical baseline's coverages, see
+:mod:`ragbatch.providers._lexical`): a stand-in that lets any dataset run offline end to end,
+never Jev's judgment. The report names that model in ``provider.answeredBy`` and on each such
+row, and ``ragbatch run`` warns about it; ``--provider jev`` judges the rows.
 """
 
 from __future__ import annotations
@@ -11,9 +17,11 @@ from __future__ import annotations
 import orjson
 
 from ragbatch.core import (
+    CHUNK_PREFIX,
     Call,
     ProviderError,
     Reply,
+    Row,
     TokenUsage,
     estimate_input_tokens,
     mock_answer,
@@ -21,6 +29,7 @@ from ragbatch.core import (
 )
 
 MOCK_MODEL = "mock-jev"
+OVERLAP_MODEL = "mock-word-overlap"  # a row without a mock block (not priced: not Jev)
 
 
 def mock_latency_ms(input_tokens: int, questions: int) -> float:
@@ -28,8 +37,34 @@ def mock_latency_ms(input_tokens: int, questions: int) -> float:
     return float(200 + 2 * questions + input_tokens // 50)
 
 
+def overlap_answer(row: Row, question_id: str) -> dict[str, object] | None:
+    """P(true) of a noul question from word overlap (None for a claim question): a context's
+    relevance and sufficiency are the question's words it holds, relevance the question's words
+    in the answer, groundedness the answer's words in the contexts, correctness the
+    reference's words in the answer; overlap sees no conflict, contradiction or abstention."""
+    from ragbatch.providers._lexical import coverage, tokens  # only for rows without a block
+
+    question, answer = tokens(row.question), tokens(row.answer)
+    contexts = [tokens(c.text) for c in row.contexts]
+    if question_id.startswith(CHUNK_PREFIX):
+        p = coverage(question, contexts[int(question_id.removeprefix(CHUNK_PREFIX))])
+    elif question_id == "contextSufficiency":
+        p = max((coverage(question, c) for c in contexts), default=0.0)
+    elif question_id == "answerRelevance":
+        p = coverage(question, answer)
+    elif question_id == "groundedness":
+        p = coverage(answer, frozenset().union(*contexts))
+    elif question_id == "correctness":
+        p = coverage(tokens(row.reference_answer or ""), answer)
+    elif question_id in ("contextConflict", "contradiction", "abstention"):
+        p = 0.0
+    else:
+        return None
+    return {"type": "noul", "noul": round(p, 3)}
+
+
 class MockProvider:
-    """Provider protocol over the rows' ``mock`` blocks."""
+    """Provider protocol over the rows' ``mock`` blocks (word overlap for a row without one)."""
 
     name = "mock"
     endpoint = "mock"
@@ -39,8 +74,9 @@ class MockProvider:
 
     async def fetch_answers(self, call: Call) -> Reply:
         answers: dict[str, object] = {}
+        overlap = call.row.mock is None
         for qid in call.request.questions:
-            answer = mock_answer(call.row, qid)
+            answer = overlap_answer(call.row, qid) if overlap else mock_answer(call.row, qid)
             if answer is None:
                 raise ProviderError(
                     f"mock block of row {call.row.id!r} has no answer for question {qid!r}",
@@ -51,7 +87,7 @@ class MockProvider:
         tokens_out = 2 * len(answers)
         body = orjson.dumps(
             {
-                "model": self.model,
+                "model": OVERLAP_MODEL if overlap else self.model,
                 "answers": answers,
                 "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
             }

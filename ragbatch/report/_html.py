@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragbatch.core import ConfigError
+from ragbatch.core import ConfigError, install_extra
 from ragbatch.report._builder import ROWS_IN_FILE
 from ragbatch.report._inference_view import inference_table, interval_svg
 from ragbatch.report._models import ClaimOut, Report, RowResult
@@ -39,7 +39,7 @@ ROW_CAP = 2_000
 MARKED_VERDICTS = ("contradicted", "insufficient", "missing-citation")
 SHADES = 10
 EXTRA_MODULES = {"jinja2", "markupsafe", "matplotlib"}
-MISSING_EXTRA = "the HTML report needs the 'html' extra: pip install 'ragbatch[html]'"
+MISSING_EXTRA = f"the HTML report needs the 'html' extra: {install_extra('html')}"
 
 
 @dataclass(frozen=True, slots=True)

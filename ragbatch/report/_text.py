@@ -12,8 +12,8 @@ from ragbatch.report._tables import guarantee_text
 
 # What to do about each failure kind (README: failure kinds); http-4xx share one hint.
 FAILURE_HINTS: dict[str, str] = {
-    "mock-missing-answer": "these rows have no mock answers; use --provider jev (the live Jev "
-    "API, through the cache) or add a `mock` block to each row",
+    "mock-missing-answer": "these rows' mock blocks lack an answer Jev is asked; use --provider "
+    "jev (the live Jev API, through the cache) or complete the blocks",
     "cache-miss": "these requests are not in the cache and --offline is set; run once without "
     "--offline to record them, or pass the --model the cache was recorded with",
     "timeout": "attempts ran out of --timeout; raise it or lower --concurrency, then rerun "
@@ -83,12 +83,24 @@ def _usd(cost: Cost) -> str:
     return f"{cost.currency} {cost.usd:.6f}"
 
 
-def _mode_line(name: str, mode: Mode) -> str:
+def _scores(mode: Mode) -> str:
+    """Accuracy, ECE and AURC over the labelled rows the mode judged; with none, which is the
+    case (an accuracy of 0/0 would read as a failed run)."""
     c = mode.classification
+    if c.rows == 0:
+        return "no labelled rows to score"
+    if c.successful == 0:
+        return f"none of the {c.rows} labelled rows judged"
     return (
-        f"  {name:<10} accuracy {_pct(c.accuracy)} ({c.correct}/{c.successful}), "
-        f"failures {mode.failures.count}, ECE {mode.calibration.ece:.3f}, "
-        f"AURC {mode.selective.aurc:.3f}, latency {_ms(mode.latency)}, "
+        f"accuracy {_pct(c.accuracy)} ({c.correct}/{c.successful}), "
+        f"ECE {mode.calibration.ece:.3f}, AURC {mode.selective.aurc:.3f}"
+    )
+
+
+def _mode_line(name: str, mode: Mode) -> str:
+    return (
+        f"  {name:<10} {_scores(mode)}, failures {mode.failures.count}, "
+        f"latency {_ms(mode.latency)}, "
         f"tokens {mode.usage.input_tokens} in / {mode.usage.output_tokens} out, "
         f"cost {_usd(mode.cost)}"
     )

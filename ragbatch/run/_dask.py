@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragbatch._files import atomic_file
-from ragbatch.core import ConfigError
+from ragbatch.core import ConfigError, install_extra
 from ragbatch.providers.cache import read_entries, store_entries
 from ragbatch.report import RowsWriter
 from ragbatch.run._config import JobResult
@@ -51,7 +51,7 @@ from ragbatch.run._workers import (
 if TYPE_CHECKING:
     import distributed
 
-MISSING = "the Dask adapter needs the 'dask' extra: pip install 'ragbatch[dask]'"
+MISSING = f"the Dask adapter needs the 'dask' extra: {install_extra('dask')}"
 Entries = list[tuple[str, bytes]]
 
 

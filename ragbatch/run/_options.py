@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from ragbatch.core import (
+    EXTRACTORS,
     MAX_REQUEST_TOKENS,
     MAX_STATE_QUESTION_TOKENS,
+    ROUTINGS,
     ConfigError,
     RequestLimits,
     Thresholds,
@@ -45,6 +47,14 @@ from ragbatch.run._config import (
 )
 from ragbatch.run._shards import parse_shard
 
+# The values of the options that name one of a few ways (each named in the option's help, a test
+# checks): the claim extractors are the core's own and the LLM one of the providers.
+PROVIDERS = ("mock", "jev")
+BASELINES = ("recorded", "lexical", "llm")
+GROUNDEDNESS = ("basic", "claims")
+CLAIM_EVIDENCE = ("cited", "context")
+CLAIM_EXTRACTORS = (*EXTRACTORS, "llm")
+
 
 @dataclass(frozen=True)
 class Option:
@@ -57,6 +67,7 @@ class Option:
     argument: bool = False
     cli: bool = True  # False: a setting of the Python code only
     typer: dict[str, Any] = field(default_factory=dict)  # min, max, show_default
+    choices: tuple[str, ...] = ()  # the values the code accepts (each named in the help)
 
 
 def option(default: Any, help: str, *, secret: bool = False, **how: Any) -> Any:
@@ -73,7 +84,7 @@ def option(default: Any, help: str, *, secret: bool = False, **how: Any) -> Any:
 class InputOptions:
     """What the readers need: the dataset and how to read it."""
 
-    dataset: Path = option(DEFAULT_DATASET, "JSONL dataset, one row per line (see README: Dataset format).", argument=True)  # fmt: skip
+    dataset: Path = option(DEFAULT_DATASET, "The dataset: JSONL rows, one per line (see README: Dataset format), or a file in --format.", argument=True)  # fmt: skip
     format: str = option(
         "jsonl",
         "Dataset format: jsonl (ragbatch rows), ragas (JSONL, JSON array or CSV with "
@@ -108,7 +119,7 @@ class OutputOptions:
 class JevOptions:
     """Who answers the Jev questions, and the request size limits."""
 
-    provider: str = option("mock", "Who answers the Jev questions: 'mock' (the rows' mock blocks, offline) or 'jev' (the live API, through the reply cache).")  # fmt: skip
+    provider: str = option("mock", "Who answers the Jev questions: 'mock' (the rows' mock blocks, offline) or 'jev' (the live API, through the reply cache).", choices=PROVIDERS)  # fmt: skip
     model: str | None = option(
         None,
         "Model to request: jev-latest (default for jev), jev-preview or a pinned "
@@ -208,8 +219,9 @@ class PolicyOptions:
         "fires wins) or 'guarded' (automatic only when every earlier rule is confidently "
         "ruled out; what a risk guarantee needs). A --policy file brings its own.",
         show_default=False,
+        choices=ROUTINGS,
     )
-    pricing: Path = option(DEFAULT_PRICING, "Versioned pricing snapshot (JSON) used to price usage.", show_default=f"{PRICING_NAME} (bundled)")  # fmt: skip
+    pricing: Path = option(DEFAULT_PRICING, "Versioned pricing snapshot (JSON) used to price usage.", show_default=f"bundled {PRICING_NAME}")  # fmt: skip
     policy: Path | None = option(None, "Calibrated policy file (ragbatch calibrate): its thresholds win.")  # fmt: skip
 
     @property
@@ -225,7 +237,7 @@ class PolicyOptions:
 class JudgeOptions:
     """The fallback judge (and the LLM claim extractor's endpoint)."""
 
-    baseline: str = option("recorded", "Fallback judge: 'recorded' (the rows' baseline verdicts), 'lexical' (a deterministic overlap check, offline) or 'llm' (an OpenAI-compatible judge).")  # fmt: skip
+    baseline: str = option("recorded", "Fallback judge: 'recorded' (the rows' baseline verdicts), 'lexical' (a deterministic overlap check, offline) or 'llm' (an OpenAI-compatible judge).", choices=BASELINES)  # fmt: skip
     judge_base_url: str = option("https://api.openai.com", "LLM judge base URL.", env="RAGBATCH_JUDGE_BASE_URL")  # fmt: skip
     judge_model: str = option("gpt-4o-mini", "LLM judge model.", env="RAGBATCH_JUDGE_MODEL")
     judge_api_key: str | None = option(
@@ -237,9 +249,9 @@ class JudgeOptions:
 class ClaimOptions:
     """Claim mode (advanced groundedness)."""
 
-    groundedness: str = option("basic", "'basic' judges the answer as a whole; 'claims' judges each claim against its evidence and fails the answer on one bad material claim.")  # fmt: skip
-    claim_evidence: str = option("cited", "Claim mode evidence: 'cited' (only the passages a claim cites) or 'context' (every retrieved passage).")  # fmt: skip
-    claim_extractor: str = option("provided", "Claim mode: 'provided' (the rows' claims) or 'sentences' (one per sentence).")  # fmt: skip
+    groundedness: str = option("basic", "'basic' judges the answer as a whole; 'claims' judges each claim against its evidence and fails the answer on one bad material claim.", choices=GROUNDEDNESS)  # fmt: skip
+    claim_evidence: str = option("cited", "Claim mode evidence: 'cited' (only the passages a claim cites) or 'context' (every retrieved passage).", choices=CLAIM_EVIDENCE)  # fmt: skip
+    claim_extractor: str = option("provided", "Claim mode: 'provided' (the rows' claims), 'sentences' (one per sentence) or 'llm' (an OpenAI-compatible model at --judge-base-url splits the answer; key in RAGBATCH_JUDGE_API_KEY).", choices=CLAIM_EXTRACTORS)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -336,6 +348,7 @@ def option_fields() -> list[dataclasses.Field[Any]]:
 
 
 def spec_of(f: dataclasses.Field[Any]) -> Option:
+    """How the setting ``f`` shows on the command line."""
     spec: Option = f.metadata["option"]
     return spec
 
