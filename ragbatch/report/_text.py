@@ -10,7 +10,7 @@ from ragbatch.metrics import Latency
 from ragbatch.report._models import Mode, Report
 from ragbatch.report._tables import guarantee_text
 
-# What to do about each failure kind (README: failure kinds); http-4xx share one hint.
+# What to do about each failure kind (docs/reference/report-format.md); http-4xx share one hint.
 FAILURE_HINTS: dict[str, str] = {
     "mock-missing-answer": "these rows have no mock answers; use --provider jev (the live Jev "
     "API, through the cache) or add a `mock` block to each row",
