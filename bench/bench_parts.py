@@ -14,7 +14,7 @@ falls on whichever function allocated, so without this line its cost hides in th
 
 Unlike a profiler, the wrappers cost ~1 µs a call and leave every other line at full speed, so
 a function's figure is what it costs *amid* the run, caches cold: a group commit of the reply
-cache costs 2-4x here what it costs in a loop (README, performance). Absolute figures belong to
+cache costs several times here what it costs in a loop. Absolute figures belong to
 one machine; compare trees by running them beside each other (``PYTHONPATH=... python
 bench/bench_parts.py`` runs another tree's package).
 """

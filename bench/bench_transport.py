@@ -21,7 +21,7 @@ warm-up; the CPU of this process (user + sys) over the requests is the figure. S
 
 Prints each stack's CPU a request and its ratio to ``minimal`` and to ``aiohttp``, the median
 over ``--repeat`` rounds (stacks rotated). The gap between ``aiohttp`` and ``minimal`` is what
-a leaner transport could save a live row (README, performance); times are this machine's.
+a leaner transport could save a live row (docs/benchmarks.md); times are this machine's.
 """
 
 from __future__ import annotations

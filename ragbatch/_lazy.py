@@ -2,8 +2,8 @@
 
 A run pays at start-up for every module its imports reach: a package's front door that
 imports all it exports makes a ``ragbatch run`` on JSONL load the HTML report, the importers of
-six foreign formats and the cache's merge tools it never calls (README, performance:
-start-up). A front door lists those names under ``TYPE_CHECKING`` (for type checkers and
+six foreign formats and the cache's merge tools it never calls, and start-up is a
+large share of a short run's CPU. A front door lists those names under ``TYPE_CHECKING`` (for type checkers and
 readers) and sets ``__getattr__ = lazy_exports(__name__, {module: names})``.
 
 Imports nothing of ragbatch; does no I/O beyond importing.

@@ -1,4 +1,5 @@
-"""Where the README documents the Dask adapter: ``ragbatch.distributed.run_on_dask``.
+"""The documented import path of the Dask adapter: ``ragbatch.distributed.run_on_dask``
+(docs/guides/large-runs.md).
 
 The code lives in :mod:`ragbatch.run._dask`; this module keeps the documented import path.
 """

@@ -1,4 +1,4 @@
-"""The Python API: the README's example runs as written; in-memory rows are checked like a file."""
+"""The Python API: the guide's example runs as written; in-memory rows are checked like a file."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from ragbatch.core._errors import DatasetError
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- api-example -->\s*```python\n(.*?)```", readme, re.S)
+def test_the_guide_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    guide = (ROOT / "docs" / "guides" / "python-api.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- api-example -->\s*```python\n(.*?)```", guide, re.S)
     assert block is not None
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        exec(compile(block.group(1), "README.md", "exec"), {})
+        exec(compile(block.group(1), "python-api.md", "exec"), {})
     finally:
         os.chdir(cwd)
     accuracy, fallback = capsys.readouterr().out.split()

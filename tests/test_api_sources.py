@@ -227,14 +227,14 @@ def test_to_pandas_has_one_row_per_input_row_with_every_judgment(
     assert list(table["status"]) == ["ok", "ok", "failed", "ok", "ok", "ok"]
 
 
-def test_readme_dataframe_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- dataframe-example -->\s*```python\n(.*?)```", readme, re.S)
+def test_the_guide_dataframe_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    guide = (ROOT / "docs" / "guides" / "python-api.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- dataframe-example -->\s*```python\n(.*?)```", guide, re.S)
     assert block is not None
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        exec(compile(block.group(1), "README.md", "exec"), {})
+        exec(compile(block.group(1), "python-api.md", "exec"), {})
     finally:
         os.chdir(cwd)
     lines = capsys.readouterr().out.splitlines()

@@ -16,7 +16,7 @@ from ragbatch.cli._app import app
 from ragbatch.data._formats import open_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+IMPORTING = (ROOT / "docs" / "guides" / "importing-data.md").read_text()
 REAL = ROOT / "tests" / "fixtures" / "real"
 SAMPLES = ROOT / "datasets" / "samples"
 
@@ -64,9 +64,9 @@ def test_without_dataset_elsewhere_the_default_path_is_named(tmp_path: Path) -> 
     )
 
 
-def test_the_readme_csv_example_reads_the_bundled_sample() -> None:
+def test_the_guide_csv_example_reads_the_bundled_sample() -> None:
     found = re.search(
-        r"ragbatch run (datasets/samples/mapped-sample\.csv [^\n]*\\\n[^\n]*)", README
+        r"ragbatch run (datasets/samples/mapped-sample\.csv [^\n]*\\\n[^\n]*)", IMPORTING
     )
     assert found is not None
     args = shlex.split(found[1].replace("\\\n", " "))
@@ -80,10 +80,10 @@ def test_the_readme_csv_example_reads_the_bundled_sample() -> None:
     assert [c.id for c in rows[0].contexts] == ["kb-12", "kb-40"]
 
 
-def test_run_help_points_only_at_readme_sections_that_exist() -> None:
+def test_run_help_points_only_at_doc_pages_that_exist() -> None:
     boxed = CliRunner().invoke(app, ["run", "--help"]).stdout
     text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", boxed).split())  # rich's boxes, wrapped lines
-    pointers = re.findall(r"README: ([A-Z][a-z]+(?: [a-z]+)?)\)?\.", text)
+    assert "README" not in text
+    pointers = re.findall(r"\bdocs/[\w/-]+\.md\b", text)
     assert pointers, text[:200]
-    headings = set(re.findall(r"^#+ (.+)$", README, flags=re.M))
-    assert [p for p in pointers if p not in headings] == []
+    assert [p for p in pointers if not (ROOT / p).is_file()] == []

@@ -1,4 +1,5 @@
-"""The README's pytest plugin example, run as written in a project that has its files."""
+"""The pytest plugin example of the CI gate guide (and the README), run as written in a project
+that has its files."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import pytest
 
 pytest_plugins = ("pytester",)
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+GUIDE = (ROOT / "docs" / "guides" / "ci-gate.md").read_text()
 
 
 def readme_example() -> str:
-    section = README[README.index("### Gate in your own test suite (pytest plugin)") :]
+    section = GUIDE[GUIDE.index("## Gate in your own test suite (pytest plugin)") :]
     found = re.search(r"```python\n(.*?)```", section, flags=re.S)
     assert found is not None
     return found[1]

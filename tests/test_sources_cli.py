@@ -129,12 +129,12 @@ def test_a_file_of_another_shape_is_one_error_line(
     assert jev_server.bodies == []
 
 
-def test_readme_source_examples_run(jev_server: JevServer, tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_guide_source_examples_run(jev_server: JevServer, tmp_path: Path) -> None:
+    guide = (ROOT / "docs" / "guides" / "importing-data.md").read_text(encoding="utf-8")
     examples = re.findall(
-        r"^ragbatch run (datasets/samples/\S+) --format (\S+) \$JEV$", readme, re.M
+        r"^ragbatch run (datasets/samples/\S+) --format (\S+) \$JEV$", guide, re.M
     )
-    sources = re.findall(r"^#### from (.+)$", readme, re.M)
+    sources = re.findall(r"^## from (.+)$", guide, re.M)
     assert sources[:4] == ["ragas", "deepeval", "Phoenix/OpenInference", "Langfuse"]
     assert {fmt for _, fmt in examples} == {"ragas", "deepeval", "openinference", "langfuse"}
     for sample, fmt in examples:

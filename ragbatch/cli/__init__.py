@@ -6,7 +6,7 @@ labels (audit-sample, infer, gate); ``export`` writes a report's
 verdicts for Phoenix or Langfuse; ``usage`` turns option errors into one ``error:`` line.
 ``run``'s options live in ``ragbatch.run._options`` (shared with the Python API). May import
 every layer. ``ragbatch run`` builds only ``run_app`` (the same ``run`` command, without the
-other commands' imports: see the README's start-up figures).
+other commands' imports, which every run's start-up would pay).
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def entry() -> None:
     in its order: non-daemon threads joined (threading's shutdown, which also stops idle
     thread pools), atexit callbacks run (logging, multiprocessing, ``weakref.finalize``), the
     standard streams flushed, the same exit status. Only the teardown of every module and
-    object is skipped: ~0.05 s of CPU a process, 14 % of a one-row run's (README,
-    performance). The whole process collects cyclic garbage less often
+    object is skipped: work nobody sees, and a sizeable share of a short run's CPU. The whole
+    process collects cyclic garbage less often
     (:func:`ragbatch._gc.collect_less`: its imports too, not only its run). In-process callers
     (tests, notebooks) use :func:`main`.
     """

@@ -1,6 +1,6 @@
 """Frozen pydantic models of the dataset rows and of normalized judgments (pure: no I/O).
 
-Field names on the wire are camelCase exactly as documented in the README; Python code uses
+Field names on the wire are camelCase exactly as documented in docs/reference/dataset-format.md; Python code uses
 the snake_case attribute names. Dataset models are strict and forbid unknown fields, so a typo
 in a label (``contextSuficiency``) is an error rather than a silently missing label.
 """

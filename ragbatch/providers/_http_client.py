@@ -255,8 +255,8 @@ class RetryingClient:
         deadline = self.policy.row_deadline_s
         try:
             # asyncio's timeout, not anyio's fail_after: the same deadline for a fraction of
-            # the CPU a call (anyio's cancel scope was ~7 % of a live row's; README,
-            # performance). Both wires are on asyncio, whose own timeouts work alike.
+            # the CPU a call (a cancel scope looks up the task and the backend on entry and
+            # exit). Both wires are on asyncio, whose own timeouts work alike.
             async with asyncio.timeout(deadline):
                 try:  # the first attempt outside tenacity: most calls need no other
                     value, latency_ms = await self._attempt(path, body, estimate, read, meter)

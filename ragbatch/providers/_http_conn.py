@@ -1,9 +1,9 @@
 """The default wire: HTTP/1.1 over asyncio's own transports, a reply framed by llhttp (the
 parser of Node.js, through httptools), a keep-alive pool of its own (async I/O).
 
-Why not aiohttp's client here: one POST through ``aiohttp.ClientSession`` cost ~84 µs of CPU
-against ~22 µs for the least an ``asyncio.Protocol`` exchange costs (``bench/bench_transport.py``,
-README performance): ~10 % of a live row's CPU went to machinery a row does not use (the
+Why not aiohttp's client here: one POST through ``aiohttp.ClientSession`` costs about four
+times the CPU of the least an ``asyncio.Protocol`` exchange costs (``bench/bench_transport.py``;
+docs/benchmarks.md), ~10 % of a live row's CPU spent on machinery a row does not use (the
 request and response objects, the cookie jar, the signals, the per-request tasks). What this
 module writes by hand is only what is left around the parser: the request head, the pool, the
 attempt's deadline, decoding under the cap and the failure kinds. The framing — status line,

@@ -12,7 +12,7 @@ The clock and the sleep are injectable, so tests run on a fake clock without rea
 
 The concurrency slots are :class:`Slots`, not anyio's ``CapacityLimiter``: taking a free one
 does not yield to the event loop (the ``CapacityLimiter`` does, once a call: one more wake-up of
-every row's whole chain of coroutines; README, performance). The live path runs on asyncio
+every row's whole chain of coroutines). The live path runs on asyncio
 (its own wire, or aiohttp's through a proxy), so its futures are asyncio's.
 """
 

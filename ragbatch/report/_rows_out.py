@@ -28,8 +28,8 @@ class RowsWriter:
 
     ``flush=False`` leaves the lines in the file's buffer until it fills: for a shard's file
     that its parent reads back whole and nobody reads after a crash (a ``--workers`` worker's, a
-    Dask task's). Its flush a row was a system call a row, and in a Dask task each released the
-    GIL to the worker's event loop, which then woke to lose it again (README, scale-out)."""
+    Dask task's). A flush a row is a system call a row, and in a Dask task each releases the GIL
+    to the worker's event loop, which then wakes to lose it again (docs/benchmarks.md)."""
 
     SUFFIX = "part"
 

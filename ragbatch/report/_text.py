@@ -10,7 +10,7 @@ from ragbatch.metrics import Latency
 from ragbatch.report._models import Mode, Report
 from ragbatch.report._tables import guarantee_text
 
-# What to do about each failure kind (README: failure kinds); http-4xx share one hint.
+# What to do about each failure kind (docs/reference/report-format.md); http-4xx share one hint.
 FAILURE_HINTS: dict[str, str] = {
     "mock-missing-answer": "these rows' mock blocks lack an answer Jev is asked; use --provider "
     "jev (the live Jev API, through the cache) or complete the blocks",

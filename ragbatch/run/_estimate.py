@@ -1,6 +1,6 @@
 """``ragbatch estimate``: calls, tokens and cost of a run before spending (reads files, no network).
 
-Estimator (documented in the README): input tokens of a call = 260 tokens of per-call
+Estimator (documented in docs/guides/large-runs.md): input tokens of a call = 260 tokens of per-call
 overhead + the state's canonical JSON bytes / 4 + each question's canonical JSON bytes / 4;
 output tokens = 2 per question (Jev does not charge them today). Calls already in the cache
 cost nothing and are subtracted; for them the estimate is compared with the usage the service

@@ -4,16 +4,15 @@ Modelled on httpx's ``_config.py``: a few small frozen settings objects, grouped
 them (:class:`InputOptions` for the readers, :class:`RetryPolicy` and :class:`RateControl` for
 the live client, :class:`RunLimits` for the cost limit and the error budget, ...), and
 :class:`RunOptions` holding one of each. ``ragbatch run``'s typer signature
-(:mod:`ragbatch.cli._run_command`), ``ragbatch.evaluate(data, **options)`` and the README's option
-table are generated from, or checked by ``tests/run/test_options.py`` against, these fields.
+(:mod:`ragbatch.cli._run_command`), ``ragbatch.evaluate(data, **options)`` and the options
+reference (docs/reference/cli.md) are generated from, or checked by tests against, these fields.
 
 Adding an option is a one-place edit: add a field to the group that uses it, as
 
     dask: bool = option(False, "Run the shards on a Dask cluster.", flag="--dask")
 
 (``flag``/``env``/``cli_type``/typer keywords as the neighbours show; ``cli=False`` keeps a
-setting out of the CLI and the API), then document it in the README's option table (the test
-says so when you forget). It shows at the end of ``ragbatch run --help`` unless its name is
+setting out of the CLI and the API); its help is what the options reference shows. It shows at the end of ``ragbatch run --help`` unless its name is
 placed in :data:`HELP_ORDER`, and ``RunOptions.of(name=...)`` accepts it at once.
 """
 
@@ -84,14 +83,14 @@ def option(default: Any, help: str, *, secret: bool = False, **how: Any) -> Any:
 class InputOptions:
     """What the readers need: the dataset and how to read it."""
 
-    dataset: Path = option(DEFAULT_DATASET, "The dataset: JSONL rows, one per line (see README: Dataset format), or a file in --format.", argument=True)  # fmt: skip
+    dataset: Path = option(DEFAULT_DATASET, "The dataset: JSONL rows, one per line (see docs/reference/dataset-format.md), or a file in --format.", argument=True)  # fmt: skip
     format: str = option(
         "jsonl",
         "Dataset format: jsonl (ragbatch rows), ragas (JSONL, JSON array or CSV with "
         "ragas v0.2 or v0.1 columns), csv (with --mapping), golden-yaml (DATASET is "
         "golden_set.yaml, joined with --outputs), deepeval (test cases: JSON, JSONL, CSV), "
         "openinference (OTLP JSON or a Phoenix spans export: JSONL, Parquet), langfuse "
-        "(traces with observations, or observations). See README: Importing data.",
+        "(traces with observations, or observations). See docs/guides/importing-data.md.",
         flag="--format",
     )
     mapping: str | None = option(None, "csv: field=column pairs, e.g. question=query,answer=response,contexts=ctx")  # fmt: skip

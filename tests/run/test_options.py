@@ -1,9 +1,8 @@
-"""Each option of a run is defined once (run/options.py): the CLI, the Python API and the
-README's option table are checked against that one list."""
+"""Each option of a run is defined once (run/options.py): the CLI and the Python API are
+checked against that one list."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -23,38 +22,13 @@ from ragbatch.run._options import (
     option_fields,
 )
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 
-
-def cli_flags() -> set[str]:
-    command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
-    flags = set()
-    for param in command.params:
-        flags |= {f for f in [*param.opts, *param.secondary_opts] if f.startswith("--")}
-    return flags
-
-
-def readme_flags() -> set[str]:
-    text = README.read_text()
-    section = text[text.index("### `ragbatch run [DATASET]`") :]
-    section = section[: section.index("\n### ", 1)]
-    flags: set[str] = set()
-    for line in section.splitlines():
-        if line.startswith("| `--"):
-            first_cell = line.split(" | ")[0]
-            flags |= set(re.findall(r"--[a-z][a-z-]*", first_cell))
-    return flags
-
-
-def test_the_cli_the_api_and_the_readme_table_name_the_same_options() -> None:
+def test_the_cli_and_the_api_name_the_same_options() -> None:
     params = typer.main.get_command(app).commands["run"].params  # type: ignore[attr-defined]
     assert [p.name for p in params] == list(OPTION_NAMES)
     assert {p.name: p.default for p in params} == DEFAULTS
     assert {p.name: p.envvar for p in params if p.envvar} == ENVIRONMENT
     assert set(API_OPTIONS) == set(OPTION_NAMES) - {"dataset"}
-    assert readme_flags() == cli_flags(), (
-        "document each `ragbatch run` option in the README's option table (first column)"
-    )
 
 
 def test_every_option_is_defined_once_in_one_group() -> None:

@@ -67,8 +67,8 @@ def _store_all(
 ) -> T:
     """Every entry, then ``then``, in one transaction. A new key whose value fits in the row
     (nearly all: a reply's entry is ~0.6 KB) is one row of one ``executemany`` INSERT:
-    ``Cache.set`` reads each key before it writes it and cost 20 µs an entry to the batch's
-    14, ten 600-byte entries a transaction (README, performance). A key already there
+    ``Cache.set`` reads each key before it writes it, which costs more than the insert itself.
+    A key already there
     (``--cache refresh``, a race lost to another process) and a value diskcache keeps in a
     file go through ``Cache.set``, which replaces the old row and removes its file."""
     with store.transact():

@@ -14,8 +14,7 @@ can never both hold one key. Leases are only a way to avoid paying twice: a cach
 them (an older ragbatch) is still correct, it just may send a request twice.
 
 **Alone.** A run nearly always has its cache to itself, and then a lease row written and
-deleted for each request only costs time: ~7 % of a live row's CPU at 256 in flight (README,
-performance). An owner opened with ``alone=True`` that finds no live row of another owner
+deleted for each request only costs time (two transactions a request). An owner opened with ``alone=True`` that finds no live row of another owner
 writes one row, ``~alone``, in the same transaction, and from then on takes and lets go of
 its keys in memory (:meth:`Leases.take_alone`), with no transaction. Another owner that wants
 a key while a live ``~alone`` row is there takes nothing: it writes a ``~join:<owner>`` row
@@ -31,8 +30,8 @@ nobody stores a key without leasing it.
 **Alone in a new cache.** An owner that goes alone in a cache with no entry at all (its
 ``any_entry`` query finds none in the same transaction: a first run in a new directory) knows
 more: while it stays alone, every entry stored there is one of a key it held. A key it never
-held has none, and :meth:`Leases.unstored` says so, so the lookup before the send is skipped
-(~3 % of a live row's CPU; README, performance). The keys held are kept as bits of a filter of
+held has none, and :meth:`Leases.unstored` says so, so the lookup before the send, a read of
+cold SQLite pages that could only miss, is skipped. The keys held are kept as bits of a filter of
 fixed size (1 MiB, whatever the rows): a key whose bit another key set is looked up, as before.
 A write that takes no lease (:meth:`ReplyCache.put`) ends this in its process; one from a
 process that does not lease (``ragbatch cache merge`` into a directory a run is using, an older

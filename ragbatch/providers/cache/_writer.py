@@ -18,14 +18,13 @@ lease) while they wait for the next commit, which someone's lease commits anyway
 settles them (:meth:`Unsettled.settle`: waits for them, commits them if nobody does, raises
 what failed) before it sends another request and before it ends. So a task never has more
 than one reply paid for and not yet cached, and has none while it waits for another call: a
-``kill -9`` still loses at most the calls in flight, one a worker. Deferred, a live row at
-``--concurrency 32`` took 0.3 commits instead of 0.7 (a commit costs 0.1-0.2 ms of CPU amid a
-run, its caches cold: README, performance).
+``kill -9`` still loses at most the calls in flight, one a worker. Deferring lets a reply ride
+on a commit that would run anyway, so a live row needs fewer commits of its own (a commit amid
+a run, its caches cold, costs several times the SQLite work it does).
 
 A commit first runs **inline**, on the event loop, when its group has an ``inline`` commit: a
 hop to a thread and back cost the loop more than the SQLite work itself (a lease, a store and
-a release are ~0.04 ms of CPU a row; the two wake-ups are several times that: see the README's
-performance section). The inline commit must never wait: it runs under :func:`no_wait`, so a
+a release are cheap; the two wake-ups are several times their cost). The inline commit must never wait: it runs under :func:`no_wait`, so a
 write lock held by another connection (another process sharing the cache, ``--workers``)
 fails it at once with :class:`LockTaken`, and the same batch is then committed from the
 thread, which may wait. :func:`no_wait` leaves the connection that way (setting and resetting
@@ -53,15 +52,15 @@ T = TypeVar("T")
 R = TypeVar("R")
 # The threads commits run in, for every group of the process (one commit per group at a time:
 # the caches of Jev and of the fallback judge may commit side by side): a hop through a plain
-# executor costs the event loop less than anyio's ``to_thread`` (README, performance).
+# executor costs the event loop less than anyio's ``to_thread``.
 _THREADS = ThreadPoolExecutor(2, thread_name_prefix="ragbatch-cache")
 THREAD_EVERY = 32  # every so many commits of a group run in the thread (WAL checkpoints)
 # Turns of the event loop an inline commit waits for more items, at most: one, then one more
 # each time the last brought some, while under GATHER_S has passed. Replies come back in
-# bursts (the rows sent together): one commit for a burst instead of several saved 3-7 % of a
-# live row's CPU (README, performance). The time bound keeps rows from waiting on turns that
-# are long because the loop is busy (a burst of 256 replies): four turns unbounded cost ~3 %
-# of the rows/s at 256 in flight. A lone item waits one turn.
+# bursts (the rows sent together): one commit for a burst instead of several saves a
+# live row's CPU. The time bound keeps rows from waiting on turns that are long because the
+# loop is busy (a burst of 256 replies): unbounded, the turns cost rows/s at 256 in flight.
+# A lone item waits one turn.
 GATHER_TURNS = 4
 GATHER_S = 0.001
 _AUTOCHECKPOINT = 1000  # SQLite's default WAL pages before a commit checkpoints
