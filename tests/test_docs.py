@@ -12,8 +12,6 @@ from markdown.extensions.toc import slugify
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
-# Pages the build generates from the code (the cli helper's reference): in the nav, not in git.
-GENERATED = {"reference/cli.md"}
 FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
@@ -43,8 +41,6 @@ def broken_links(page: Path, text: str | None = None) -> list[str]:
                 bad.append(target)
             continue
         linked = (page.parent / name).resolve()
-        if linked.is_relative_to(DOCS) and linked.relative_to(DOCS).as_posix() in GENERATED:
-            continue
         if not linked.is_file() or (anchor and anchor not in anchors(linked.read_text("utf-8"))):
             bad.append(target)
     return bad
@@ -87,7 +83,7 @@ def test_the_nav_holds_every_page_once() -> None:
     nav = nav_pages(config["nav"])
     assert len(nav) == len(set(nav))
     pages = {str(p.relative_to(DOCS)) for p in doc_pages()}
-    assert set(nav) == pages | GENERATED
+    assert set(nav) == pages
 
 
 def test_links_and_anchors_resolve() -> None:
@@ -119,4 +115,4 @@ def test_code_cites_doc_pages_never_the_readme() -> None:
     assert citing == []
     cited = {m for f in files for m in re.findall(r"\bdocs/[\w/-]+\.md\b", f.read_text("utf-8"))}
     assert cited
-    assert sorted(c for c in cited if not (ROOT / c).is_file() and c[5:] not in GENERATED) == []
+    assert sorted(c for c in cited if not (ROOT / c).is_file()) == []
