@@ -20,7 +20,7 @@ from ragbatch._lazy import lazy_exports
 # run with ``--baseline recorded`` never builds are imported on first use: start-up.
 from ragbatch.providers._apikey import check_base_url, clean_key
 from ragbatch.providers._baseline import RecordedBaseline
-from ragbatch.providers._http_client import DEFAULT_MAX_RESPONSE_BYTES
+from ragbatch.providers._http_types import DEFAULT_MAX_RESPONSE_BYTES
 from ragbatch.providers._jev import (
     DEFAULT_BASE_URL,
     DEFAULT_MODEL,

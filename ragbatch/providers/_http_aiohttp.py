@@ -11,14 +11,9 @@ from collections.abc import Mapping
 
 import aiohttp
 
-from ragbatch.providers._http_client import Policy
-from ragbatch.providers._http_wire import (
-    USER_AGENT,
-    BrokenReply,
-    TooLarge,
-    inflater,
-    transfer_coding,
-)
+from ragbatch.providers._http_codings import inflater, transfer_coding
+from ragbatch.providers._http_errors import BrokenReply, TooLarge
+from ragbatch.providers._http_types import USER_AGENT, Policy
 from ragbatch.providers._replies import HttpReply
 
 

@@ -14,8 +14,8 @@ HTTP/1.1 connections with llhttp's framing (:mod:`ragbatch.providers._http_conn`
 direct origin, aiohttp's session through a proxy; no limit on connections (the limiter
 bounds the calls in flight). What the providers see is :class:`HttpReply`, the project's own
 small reply type, and the project's failure kinds;
-:func:`ragbatch.providers._http_wire.failure_kind` is the one mapping of a wire's errors to
-them (the wires are imported only once a client is built):
+:func:`ragbatch.providers._http_errors.failure_kind` is the one mapping of a wire's errors
+to them (the wires are imported only once a client is built):
 
 * ``timeout``: no complete reply within the attempt's time;
 * ``connection``: refused, reset, dropped before or during the reply, TLS failures and
@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ragbatch.core import ProviderError, RateLimited, RunAborted
 from ragbatch.providers._apikey import Redactor
+from ragbatch.providers._http_errors import RESPONSE_TOO_LARGE_KIND, failure_kind
+from ragbatch.providers._http_types import DEFAULT_MAX_RESPONSE_BYTES, Policy
 from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.providers._replies import HttpReply, error_message, parse_retry_after
 
@@ -56,24 +58,8 @@ if TYPE_CHECKING:  # tenacity (and tornado, which it imports when installed): on
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 
-DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-RESPONSE_TOO_LARGE_KIND = "response-too-large"
 RETRY_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
 THROTTLE_STATUSES = frozenset({429, 529})
-
-
-@dataclass(frozen=True)
-class Policy:
-    """Timeouts, retries and limits of one client (defaults follow the official SDK)."""
-
-    attempt_timeout_s: float = 30.0
-    row_deadline_s: float | None = None  # all attempts and waits of one call together
-    max_retries: int = 4
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 5.0
-    retry_after_cap_s: float = 60.0
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
-    verify: bool | str = True  # TLS: system CAs, no check, or a CA bundle's path
 
 
 @dataclass(frozen=True)
@@ -118,7 +104,8 @@ class RetryingClient:
         service: Service,
         redact: Redactor,
     ) -> None:
-        from ragbatch.providers._http_wire import open_wire  # the wires: when needed
+        # the proxy look-up (urllib.request) and the wires: once a client is built
+        from ragbatch.providers._http_wire import open_wire
 
         self.wire = open_wire(base_url, policy)
         self._wire_errors = self.wire.errors
@@ -179,8 +166,6 @@ class RetryingClient:
         return value, latency_ms
 
     def _failed(self, exc: BaseException, estimate: int) -> ProviderError:
-        from ragbatch.providers._http_wire import failure_kind
-
         kind = failure_kind(exc)
         if kind == RESPONSE_TOO_LARGE_KIND:  # the request was served: keep its estimate
             return ProviderError(self.redact(f"reply too large: {exc}"), kind=kind)

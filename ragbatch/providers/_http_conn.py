@@ -18,7 +18,7 @@ closed as connections come back, so a burst's leftovers do not stay open. Names 
 resolved once per :data:`DNS_TTL_S` (by the system resolver, in asyncio's executor), and a
 new connection races their addresses as aiohttp does (``aiohappyeyeballs``, RFC 8305). What is
 not this wire's — a proxy, credentials in the URL — goes to aiohttp's
-(:func:`ragbatch.providers._http_wire.open_wire`).
+(:func:`ragbatch.providers._http_wire.open_wire` chooses).
 """
 
 from __future__ import annotations
@@ -36,15 +36,9 @@ import httptools
 from aiohappyeyeballs import AddrInfoType
 from multidict import CIMultiDict
 
-from ragbatch.providers._http_client import Policy
-from ragbatch.providers._http_wire import (
-    USER_AGENT,
-    BrokenReply,
-    TooLarge,
-    content_coding,
-    inflater,
-    transfer_coding,
-)
+from ragbatch.providers._http_codings import content_coding, inflater, transfer_coding
+from ragbatch.providers._http_errors import BrokenReply, TooLarge
+from ragbatch.providers._http_types import USER_AGENT, Policy
 from ragbatch.providers._replies import HttpReply
 
 KEEPALIVE_S = 15.0  # an idle connection older than this is closed, not reused
