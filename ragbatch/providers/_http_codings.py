@@ -7,7 +7,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping
 
-from ragbatch.providers._http_errors import BrokenReply
+from ragbatch.providers._http_errors import BadReply
 
 
 def transfer_coding(headers: Mapping[str, str]) -> str | None:
@@ -21,7 +21,7 @@ def transfer_coding(headers: Mapping[str, str]) -> str | None:
     if not codings:
         return None
     if codings not in (["gzip"], ["x-gzip"], ["deflate"]) or "Content-Encoding" in headers:
-        raise BrokenReply(f"unsupported Transfer-Encoding {field[:40]!r}")
+        raise BadReply(f"unsupported Transfer-Encoding {field[:40]!r}")
     return codings[0]
 
 
@@ -36,7 +36,7 @@ def content_coding(headers: Mapping[str, str]) -> str | None:
         return None
     if coding in ("gzip", "x-gzip", "deflate"):
         return coding
-    raise BrokenReply(f"unsupported Content-Encoding {field[:40]!r}")
+    raise BadReply(f"unsupported Content-Encoding {field[:40]!r}")
 
 
 def inflater(coding: str, first: bytes) -> zlib._Decompress:

@@ -14,7 +14,21 @@ One exchange, one connection at a time (no pipelining). A connection goes back t
 only after a complete reply that keeps it alive and nothing after it: stray bytes, a reply
 cut short, a parse error, a timeout or a cancelled call close it. An idle connection is
 reused for :data:`KEEPALIVE_S` at most (aiohttp's default), the newest first; older ones are
-closed as connections come back, so a burst's leftovers do not stay open. Names are
+closed as connections come back, so a burst's leftovers do not stay open.
+
+One reply per request, as far as HTTP/1.1 allows: bytes that arrive after a reply and before
+the connection's next request is written (in the reply's own read, read later by the event
+loop, or still in the socket when the connection is taken from the pool: one ``poll`` that
+does not wait) close the connection and are never read as a reply; so does the server's
+close. What no client can tell apart is an extra reply that arrives only after the next
+request is written: it reads as that request's reply (HTTP/1.1 numbers nothing), and the
+real one then closes the connection. ``Policy(keep_alive=False)`` sends every request on a
+connection of its own (``Connection: close``), which rules that out too.
+
+A reply's head (status line and headers, interim 1xx replies included) is capped at
+:data:`MAX_HEAD_BYTES`, counted as its bytes arrive, and so is what may arrive after the head
+without a part of the reply ending (a trailer or chunk-size line): memory per exchange is at
+most the body cap, the head cap and one read. Names are
 resolved once per :data:`DNS_TTL_S` (by the system resolver, in asyncio's executor), and a
 new connection races their addresses as aiohttp does (``aiohappyeyeballs``, RFC 8305). What is
 not this wire's — a proxy, credentials in the URL — goes to aiohttp's
@@ -24,6 +38,7 @@ not this wire's — a proxy, credentials in the URL — goes to aiohttp's
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 import ssl
 import zlib
@@ -37,14 +52,17 @@ from aiohappyeyeballs import AddrInfoType
 from multidict import CIMultiDict
 
 from ragbatch.providers._http_codings import content_coding, inflater, transfer_coding
-from ragbatch.providers._http_errors import BrokenReply, TooLarge
+from ragbatch.providers._http_errors import BadReply, BrokenReply, TooLarge
 from ragbatch.providers._http_types import USER_AGENT, Policy
 from ragbatch.providers._replies import HttpReply
 
 KEEPALIVE_S = 15.0  # an idle connection older than this is closed, not reused
 DNS_TTL_S = 10.0  # a name's addresses are looked up again after this
 HAPPY_EYEBALLS_S = 0.25  # a name's next address is tried this long after the one before
-MAX_HEAD_BYTES = 64 * 1024  # the status line and headers together (llhttp sets no limit)
+# The status line and headers together, and what may arrive without a part of the reply
+# ending (a header or trailer line, a chunk's size line): llhttp sets no limit, and httptools
+# keeps an unfinished header line in memory until it ends.
+MAX_HEAD_BYTES = 64 * 1024
 _NO_BODY = frozenset({204, 304})
 
 
@@ -63,6 +81,9 @@ class Connection(asyncio.Protocol):
         self.reusable = True
         self.idle_since = 0.0
         self.error: BaseException | None = None
+        self.pending = 0  # bytes read since a part of the reply last ended
+        self.progressed = False  # whether a part of the reply ended in this read
+        self.silence: select.poll | None = None  # polls the socket for bytes while idle
         self._new_reply()
 
     def _new_reply(self) -> None:
@@ -82,19 +103,34 @@ class Connection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.pool.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            self.silence = select.poll()
+            self.silence.register(sock.fileno(), select.POLLIN)
 
     def data_received(self, data: bytes) -> None:
         waiter = self.waiter
         if waiter is None or waiter.done():  # bytes nobody asked for: never read as a reply
             self.close()
             return
+        self.progressed = False
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self._fail(BrokenReply("the server switched protocols"))
+            self._fail(BadReply("the server switched protocols"))
+            return
         except httptools.HttpParserError as exc:
-            error = self.error or BrokenReply(f"the reply breaks HTTP: {exc}")
-            self._fail(error)
+            self._fail(self.error or BadReply(f"the reply breaks HTTP: {exc}"))
+            return
+        if self.progressed:
+            self.pending = 0
+            return
+        # Counted as the bytes arrive, not when a line ends: a line that never ends would
+        # otherwise grow in memory until the attempt's deadline.
+        self.pending += len(data)
+        if self.pending > MAX_HEAD_BYTES and not waiter.done():
+            what = "head" if self.headers is None else "framing, in one line,"
+            self._fail(TooLarge(f"the reply's {what} passed {MAX_HEAD_BYTES} bytes"))
 
     def eof_received(self) -> bool:
         return False  # close our side too: connection_lost follows
@@ -128,6 +164,7 @@ class Connection(asyncio.Protocol):
         self.fields.append((name.decode("latin-1"), value.decode("utf-8", "replace")))
 
     def on_headers_complete(self) -> None:
+        self.progressed = True
         status = self.parser.get_status_code()
         if status < 200:
             return  # an interim reply (100 Continue, 103 Early Hints): the real one follows
@@ -140,10 +177,11 @@ class Connection(asyncio.Protocol):
         self.to_close = declared is None and not chunked and status not in _NO_BODY
         try:
             self.coding = transfer_coding(headers) or content_coding(headers)
-        except BrokenReply as exc:
+        except BadReply as exc:
             self._stop(exc)
 
     def on_body(self, data: bytes) -> None:
+        self.progressed = True
         decoder, cap = self.decoder, self.cap
         if decoder is None and self.coding is not None and data:
             decoder = self.decoder = inflater(self.coding, data)
@@ -156,9 +194,18 @@ class Connection(asyncio.Protocol):
             self._stop(TooLarge(f"the decoded body passed the {cap}-byte cap"))
         self.parts.append(data)
 
+    def on_chunk_header(self) -> None:
+        self.progressed = True
+
+    def on_chunk_complete(self) -> None:
+        self.progressed = True
+
     def on_message_complete(self) -> None:
-        if self.headers is None:  # the end of an interim reply
+        self.progressed = True
+        if self.headers is None:  # the end of an interim reply: its head counts on
+            head_size = self.head_size
             self._new_reply()
+            self.head_size = head_size
             return
         self.reusable = self.reusable and self.parser.should_keep_alive()
         self._finish()
@@ -168,7 +215,7 @@ class Connection(asyncio.Protocol):
     def _count(self, size: int) -> None:
         self.head_size += size
         if self.head_size > MAX_HEAD_BYTES:
-            self._stop(BrokenReply(f"the reply's head passed {MAX_HEAD_BYTES} bytes"))
+            self._stop(TooLarge(f"the reply's head passed {MAX_HEAD_BYTES} bytes"))
 
     def _stop(self, error: BaseException) -> None:
         self.error = error
@@ -178,7 +225,9 @@ class Connection(asyncio.Protocol):
         decoder, headers, waiter = self.decoder, self.headers, self.waiter
         assert headers is not None and waiter is not None
         if decoder is not None and not decoder.eof:  # (no byte at all: an empty body)
-            self._fail(BrokenReply("the compressed body ends early"))
+            # framed complete, yet cut: the server's; read to a close: maybe a dropped line
+            cut = BrokenReply if self.to_close else BadReply
+            self._fail(cut("the compressed body ends early"))
             return
         status = self.parser.get_status_code()
         reason = self.reason.decode("latin-1")
@@ -196,12 +245,19 @@ class Connection(asyncio.Protocol):
     def send(self, data: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[HttpReply]:
         assert self.transport is not None
         self.error = None
+        self.pending = 0
         self.waiter = waiter = loop.create_future()
         if not self.reusable:  # closed since it connected (bytes nobody asked for, a reset)
             waiter.set_exception(BrokenReply("the server closed the connection"))
         else:
             self.transport.write(data)
         return waiter
+
+    def is_silent(self) -> bool:
+        """Whether nothing (no byte, no end) has reached the socket since the last reply,
+        read or not: one ``poll`` that does not wait. Bytes the event loop has read already
+        closed the connection (:meth:`data_received`)."""
+        return self.reusable and (self.silence is None or not self.silence.poll(0))
 
     def expire(self) -> None:
         """The attempt's deadline: the exchange fails as a timeout, the connection closes."""
@@ -221,7 +277,7 @@ def _retrieved(task: asyncio.Task[list[AddrInfoType]]) -> None:
 class ConnWire:
     """POST over a pool of :class:`Connection` to one ``http://`` or ``https://`` origin."""
 
-    errors: tuple[type[BaseException], ...] = (OSError, TimeoutError, TooLarge)
+    errors: tuple[type[BaseException], ...] = (OSError, TimeoutError, TooLarge, BadReply)
 
     def __init__(self, base_url: str, policy: Policy) -> None:
         self.url = base_url
@@ -234,7 +290,7 @@ class ConnWire:
         self.fixed = (
             f"Host: {parts.netloc}\r\nUser-Agent: {USER_AGENT}\r\nAccept: */*\r\n"
             "Accept-Encoding: gzip, deflate\r\n"
-        )
+        ) + ("" if policy.keep_alive else "Connection: close\r\n")
         self.idle: deque[Connection] = deque()  # the oldest left, the newest right
         self.pool: set[Connection] = set()
         self._loop: asyncio.AbstractEventLoop | None = None  # the pool's: another starts anew
@@ -266,7 +322,7 @@ class ConnWire:
             raise
         finally:
             timer.cancel()
-        if connection.reusable:
+        if connection.reusable and self.policy.keep_alive:
             connection.idle_since = now = loop.time()
             idle = self.idle
             idle.append(connection)
@@ -292,7 +348,7 @@ class ConnWire:
         idle = self.idle
         while idle:
             connection = idle.pop()
-            if connection.reusable and now - connection.idle_since < KEEPALIVE_S:
+            if now - connection.idle_since < KEEPALIVE_S and connection.is_silent():
                 return connection
             connection.close()
         return None

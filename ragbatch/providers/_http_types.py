@@ -30,6 +30,7 @@ class Policy:
     retry_after_cap_s: float = 60.0
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     verify: bool | str = True  # TLS: system CAs, no check, or a CA bundle's path
+    keep_alive: bool = True  # False: one connection per request (no reply can go astray)
 
 
 class Wire(Protocol):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from ragbatch.providers._http_proxy import canonical_url, proxy_for
+from ragbatch.providers._http_proxy import canonical_url, find_proxy, proxy_for
 from ragbatch.providers._http_types import Policy, Wire
 
 
@@ -23,7 +23,7 @@ def open_wire(base_url: str, policy: Policy) -> Wire:
     there is a proxy to go through or credentials in the URL."""
     url = canonical_url(base_url.rstrip("/"))
     parts = urlsplit(url)
-    proxy = proxy_for(url)
+    proxy = find_proxy(url)
     direct = (
         parts.scheme in ("http", "https")
         and parts.hostname is not None

@@ -67,7 +67,7 @@ ENDPOINT = "/v1/systemone"
 MODEL_ALIASES = frozenset({"jev-latest", "jev-preview"})
 KEY_SOURCE = "TYPESAFE_API_KEY or --api-key"
 NON_JSON_KIND = "non-json-response"  # a 200 whose body is not JSON: retried like a 5xx
-JEV = Service("the Jev API", "TYPESAFE_API_KEY", "x-typesafe-request-id")
+JEV = Service("the Jev API", "TYPESAFE_API_KEY", "x-typesafe-request-id", "--base-url")
 
 
 @dataclass(frozen=True)
