@@ -32,8 +32,9 @@ to them (the wires are imported only once a client is built):
   compressed bomb or an endless chunked reply costs at most the cap. Not retried (the
   same request would get the same reply); the call keeps its estimate against the budget.
 
-Proxies: ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` (any case) are read once, for the base
-URL, as the standard library reads them (:func:`urllib.request.getproxies`). aiohttp's own
+Proxies: ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY``/``NO_PROXY`` (any case) are read once,
+for the base URL, as curl and requests read them (:mod:`ragbatch.providers._http_proxy`: ports
+and CIDR blocks in ``NO_PROXY``; a loopback host is never proxied). aiohttp's own
 ``trust_env`` would read the same variables but also look up ``~/.netrc`` in a thread on
 every request and refuse a request that has both a netrc entry and our ``Authorization``
 header. TLS: ``verify`` is True (the system's CA bundle), False (no check) or the path of a

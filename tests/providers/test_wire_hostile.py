@@ -23,7 +23,8 @@ from ragbatch.core._errors import EXIT_ABORTED, ProviderError, RunAborted
 from ragbatch.providers._apikey import Redactor
 from ragbatch.providers._http_aiohttp import AiohttpWire
 from ragbatch.providers._http_client import Policy, RetryingClient, Service
-from ragbatch.providers._http_conn import MAX_HEAD_BYTES, ConnWire
+from ragbatch.providers._http_conn import ConnWire
+from ragbatch.providers._http_protocol import MAX_HEAD_BYTES
 from ragbatch.providers._http_proxy import find_proxy, is_bypassed, proxy_for
 from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.providers._replies import HttpReply
