@@ -26,6 +26,7 @@ from ragbatch.providers._http_client import Policy, RetryingClient, Service
 from ragbatch.providers._http_conn import ConnWire
 from ragbatch.providers._http_protocol import MAX_HEAD_BYTES
 from ragbatch.providers._http_proxy import find_proxy, is_bypassed, proxy_for
+from ragbatch.providers._jev import JevSettings
 from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.providers._replies import HttpReply
 
@@ -415,6 +416,11 @@ async def test_without_keep_alive_a_late_stray_reply_is_never_read(
     assert sorted(r.body for r in more) == sorted(b'{"n": %d}' % n for n in range(7, 13))
     assert server.accepted == 12
     assert all(b"\r\nconnection: close" in h.lower() for h in server.requests)
+
+
+def test_jev_settings_carry_keep_alive_to_the_client_s_policy() -> None:
+    assert JevSettings(api_key=KEY).policy().keep_alive
+    assert not JevSettings(api_key=KEY, keep_alive=False).policy().keep_alive
 
 
 # --- 5. proxies --------------------------------------------------------------------------------
