@@ -97,8 +97,8 @@ class Connection(asyncio.Protocol):
         # otherwise grow in memory until the attempt's deadline.
         self.pending += len(data)
         if self.pending > MAX_HEAD_BYTES and not waiter.done():
-            what = "head" if self.headers is None else "framing, in one line,"
-            self._fail(TooLarge(f"the reply's {what} passed {MAX_HEAD_BYTES} bytes"))
+            what = "the reply's head" if self.headers is None else "a trailer or chunk line"
+            self._fail(TooLarge(f"{what} passed {MAX_HEAD_BYTES} bytes"))
 
     def eof_received(self) -> bool:
         return False  # close our side too: connection_lost follows
