@@ -2,7 +2,10 @@
 
 Owns the mock provider, live Jev over HTTP (``jev``), the OpenAI-compatible ``chat_client``
 and the ``llm_judge`` built on it, the one retrying HTTP client both use (``http_client``, over
-its own HTTP/1.1 wire or aiohttp's, and its reply type in ``replies``), the ``lexical`` and ``recorded`` baseline judges,
+its own HTTP/1.1 wire, ``http_conn`` and ``http_protocol``, or aiohttp's, ``http_aiohttp``,
+which ``http_wire`` picks; the leaves they share: ``http_types``, ``http_errors``,
+``http_codings``, ``http_proxy``; its reply type in ``replies``), the ``lexical`` and
+``recorded`` baseline judges,
 the content-addressed reply cache (``cache``; its store, leases, group-committed writes, merge,
 verify and repair, and the journaled swap of a repaired directory: ``cache_*``), rate control
 (``ratelimit``) and API key checks and redaction (``apikey``).
@@ -20,7 +23,7 @@ from ragbatch._lazy import lazy_exports
 # run with ``--baseline recorded`` never builds are imported on first use: start-up.
 from ragbatch.providers._apikey import check_base_url, clean_key
 from ragbatch.providers._baseline import RecordedBaseline
-from ragbatch.providers._http_client import DEFAULT_MAX_RESPONSE_BYTES
+from ragbatch.providers._http_types import DEFAULT_MAX_RESPONSE_BYTES
 from ragbatch.providers._jev import (
     DEFAULT_BASE_URL,
     DEFAULT_MODEL,

@@ -8,8 +8,8 @@ over plain ``http://`` only to a loopback host, unless the user says otherwise.
 
 :class:`Redactor` masks every spelling of the key a message can carry: raw, Python-escaped
 (``repr`` of str or bytes), unicode-escaped, JSON-quoted, percent-encoded and base64 (of the key
-and of its ``Authorization`` header, at any byte offset), untrimmed and trimmed, and any start of
-one of them of 8 characters or more. Messages are masked before they are cut to length, so no
+and of its ``Authorization`` header, at any byte offset), untrimmed and trimmed, reversed, and
+any start of one of them of 8 characters or more, in any mix of upper and lower case. Messages are masked before they are cut to length, so no
 prefix of a key survives a cut. Every string a server chooses (an error body, a request id, the
 model a reply names) passes through it before it is stored or shown (:func:`masked_reply`).
 """
@@ -29,6 +29,8 @@ MASK = "***"
 PREFIX = 8  # a start of a key this long is masked: it narrows a guess too much to show
 _PERCENT = re.compile(r"%[0-9A-F]{2}")
 _URLSAFE = str.maketrans("+/", "-_")
+# ASCII letters only: a Unicode lower() may change a text's length, and with it every index
+_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 INSECURE_FLAG = "--allow-insecure-http"
 
 
@@ -90,8 +92,9 @@ def _base64_runs(data: bytes) -> set[str]:
 
 
 def _encoded(key: str) -> set[str]:
-    """Every spelling of ``key`` a message can carry: text forms, percent- and base64-encoded."""
-    forms = _spellings(key) | _percent_encoded(key)
+    """Every spelling of ``key`` a message can carry: text forms, percent- and base64-encoded,
+    and the text forms of the key reversed (a server may echo it backwards)."""
+    forms = _spellings(key) | _percent_encoded(key) | _spellings(key[::-1])
     for form in [*forms, f"Bearer {key}"]:  # the Authorization header's value, too
         forms |= _base64_runs(form.encode("utf-8"))
     return forms
@@ -100,8 +103,10 @@ def _encoded(key: str) -> set[str]:
 class Redactor:
     """Masks every spelling of one or more keys in a text: raw, escaped, JSON-quoted,
     percent-encoded and base64 (standard and URL-safe, at any byte offset; of the key and of
-    the ``Authorization`` header it is sent in), and any start of one of them that is at least
-    ``PREFIX`` characters long. The spellings are computed once; a text that holds none of
+    the ``Authorization`` header it is sent in), reversed, and any start of one of them that is
+    at least ``PREFIX`` characters long, whatever the case of its ASCII letters (a server may
+    echo the key upper-cased; masking a base64 run in another case costs only a few
+    characters of a message). The spellings are computed once; a text that holds none of
     their starts costs one regular-expression search."""
 
     def __init__(self, *keys: str | None) -> None:
@@ -112,10 +117,14 @@ class Redactor:
                 if key.strip():
                     forms |= _encoded(key.strip())
         # longest first: a longer spelling is masked whole before a shorter one inside it
-        ordered = sorted((f for f in forms if f), key=lambda f: (-len(f), f))
+        lowered = {f.translate(_LOWER) for f in forms if f}
+        ordered = sorted(lowered, key=lambda f: (-len(f), f))
         self._forms = [(f[:PREFIX], f) for f in ordered]
         heads = sorted({head for head, _ in self._forms}, key=len, reverse=True)
-        self._any = re.compile("|".join(map(re.escape, heads))) if heads else None
+        pattern = "|".join(map(re.escape, heads))
+        # re.ASCII: IGNORECASE then folds only ASCII letters, as _LOWER does (in Unicode
+        # mode the Kelvin sign would match a "k" that _LOWER leaves apart)
+        self._any = re.compile(pattern, re.IGNORECASE | re.ASCII) if heads else None
 
     def leaks(self, text: str) -> bool:
         """Whether ``text`` holds the start of a spelling of a key (what ``__call__`` masks)."""
@@ -128,14 +137,15 @@ class Redactor:
         if pattern is None or pattern.search(text) is None:
             return text
         parts, done = [], 0
+        folded = text.translate(_LOWER)  # the same length: indices hold in both
         while (found := pattern.search(text, done)) is not None:
             start = found.start()
             # the longest spelling that starts here: a raw key must not be cut short where
             # an escaped spelling with the same start departs from it
             end = max(
-                _match_end(text, start, form)
+                _match_end(folded, start, form)
                 for head, form in self._forms
-                if text.startswith(head, start)
+                if folded.startswith(head, start)
             )
             parts += [text[done:start], MASK]
             done = end

@@ -35,7 +35,7 @@ from ragbatch.providers._replies import HttpReply
 API_KEY_ENV = "RAGBATCH_JUDGE_API_KEY"
 CHAT_ENDPOINT = "/v1/chat/completions"
 RETRY_AFTER_CAP_S = 60.0
-CHAT = Service("the judge API", API_KEY_ENV, "x-request-id")
+CHAT = Service("the judge API", API_KEY_ENV, "x-request-id", "--judge-base-url")
 Messages = list[dict[str, str]]
 
 

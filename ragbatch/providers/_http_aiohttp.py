@@ -10,15 +10,12 @@ import ssl
 from collections.abc import Mapping
 
 import aiohttp
+from aiohttp.http_exceptions import LineTooLong
 
-from ragbatch.providers._http_client import Policy
-from ragbatch.providers._http_wire import (
-    USER_AGENT,
-    BrokenReply,
-    TooLarge,
-    inflater,
-    transfer_coding,
-)
+from ragbatch.providers._http_codings import inflater, transfer_coding
+from ragbatch.providers._http_errors import BadReply, ProxyError, TooLarge
+from ragbatch.providers._http_proxy import Proxy
+from ragbatch.providers._http_types import USER_AGENT, Policy
 from ragbatch.providers._replies import HttpReply
 
 
@@ -30,13 +27,30 @@ def _ssl(verify: bool | str) -> ssl.SSLContext | bool:
     return ssl.create_default_context(cafile=verify)
 
 
+def _refused(exc: aiohttp.ClientResponseError) -> Exception:
+    """The error of a reply aiohttp's parser refused: its own reason, on one line."""
+    cause = exc.__cause__
+    detail = getattr(cause, "message", None) or exc.message or "the reply breaks HTTP"
+    first = " ".join(str(detail).split())[:200]  # one line: the parser's spans it over several
+    # aiohttp re-raises its parser's LineTooLong as a plain HttpProcessingError
+    if isinstance(cause, Exception) and isinstance(cause.__cause__, LineTooLong):
+        return TooLarge(f"a line of the reply's head is over aiohttp's limit: {first}")
+    return BadReply(f"the reply breaks HTTP: {first}")
+
+
 class AiohttpWire:
     """POST over one aiohttp session (opened on first use, inside the event loop)."""
 
     # What one exchange may raise besides a reply: each becomes a failure kind.
-    errors: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError, TooLarge)
+    errors: tuple[type[BaseException], ...] = (
+        aiohttp.ClientError,
+        OSError,
+        TimeoutError,
+        TooLarge,
+        BadReply,
+    )
 
-    def __init__(self, base_url: str, policy: Policy, proxy: str | None = None) -> None:
+    def __init__(self, base_url: str, policy: Policy, proxy: Proxy | None = None) -> None:
         """``base_url`` and ``proxy`` as :func:`~ragbatch.providers._http_wire.open_wire`
         made them (written the usual way; the environment's proxy for it, if any)."""
         self.base_url = base_url
@@ -46,7 +60,9 @@ class AiohttpWire:
         self._timeout = aiohttp.ClientTimeout(total=policy.attempt_timeout_s)
 
     def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=0, ssl=_ssl(self.policy.verify))
+        connector = aiohttp.TCPConnector(
+            limit=0, ssl=_ssl(self.policy.verify), force_close=not self.policy.keep_alive
+        )
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=self._timeout,
@@ -56,7 +72,23 @@ class AiohttpWire:
         return self._session
 
     async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> HttpReply:
-        """One exchange; aiohttp's errors (and :class:`TooLarge`) as they come."""
+        """One exchange; aiohttp's errors as they come, but a reply its parser refuses
+        (:class:`BadReply`, or :class:`TooLarge` for a line over its 8,190 bytes) and a
+        certificate that fails verification (:class:`ssl.SSLCertVerificationError`)."""
+        try:
+            return await self._post(path, body, headers)
+        except aiohttp.ClientHttpProxyError as exc:  # the proxy's doing: a connection error
+            answer = f"{exc.status} {exc.message}".strip()
+            raise ProxyError(f"the proxy {self.proxy} answered {answer}") from None
+        except aiohttp.ClientProxyConnectionError as exc:
+            reason = exc.os_error.strerror or exc.os_error
+            raise ProxyError(f"the proxy {self.proxy} could not be reached: {reason}") from None
+        except aiohttp.ClientResponseError as exc:  # what aiohttp's parser refused
+            raise _refused(exc) from None
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise exc.certificate_error from None
+
+    async def _post(self, path: str, body: bytes, headers: Mapping[str, str]) -> HttpReply:
         session = self._session or self._open()
         cap = self.policy.max_response_bytes
         async with session.post(
@@ -64,7 +96,7 @@ class AiohttpWire:
             data=body,
             headers=headers,
             allow_redirects=False,
-            proxy=self.proxy,
+            proxy=None if self.proxy is None else self.proxy.url,
         ) as response:
             declared = response.content_length
             if declared is not None and declared > cap:
@@ -84,7 +116,7 @@ class AiohttpWire:
                     raise TooLarge(f"the decoded body passed the {cap}-byte cap")
                 parts.append(part)
             if inflate is not None and not inflate.eof:
-                raise BrokenReply("the compressed body ends early")
+                raise BadReply("the compressed body ends early")
             body = b"".join(parts)
             return HttpReply(response.status, response.reason or "", response.headers, body)
 

@@ -6,29 +6,35 @@ Per call: rate limiter slot -> one attempt bounded as a whole by ``attempt_timeo
 ``retry-after-ms`` / ``Retry-After`` honoured on every retried status (up to
 ``retry_after_cap_s``), all within ``row_deadline_s`` when one is set. Retried: 408, 429,
 every 5xx, connection errors, timeouts, and whatever the caller's reader marks retryable.
-A 401 or 403 stops the whole run (:class:`~ragbatch.core._errors.RunAborted`). The first
-attempt runs outside tenacity: most calls need no other.
+A 401 or 403 stops the whole run (:class:`~ragbatch.core._errors.RunAborted`), and so does a
+TLS certificate that fails verification (every call would fail alike; nothing was sent). The
+first attempt runs outside tenacity: most calls need no other.
 
 The wire (:func:`ragbatch.providers._http_wire.open_wire`) is the project's own keep-alive
 HTTP/1.1 connections with llhttp's framing (:mod:`ragbatch.providers._http_conn`) for a
 direct origin, aiohttp's session through a proxy; no limit on connections (the limiter
 bounds the calls in flight). What the providers see is :class:`HttpReply`, the project's own
 small reply type, and the project's failure kinds;
-:func:`ragbatch.providers._http_wire.failure_kind` is the one mapping of a wire's errors to
-them (the wires are imported only once a client is built):
+:func:`ragbatch.providers._http_errors.failure_kind` is the one mapping of a wire's errors
+to them (the wires are imported only once a client is built):
 
 * ``timeout``: no complete reply within the attempt's time;
-* ``connection``: refused, reset, dropped before or during the reply, TLS failures and
-  replies that break HTTP (duplicate ``Content-Length``, a bad chunk, a bad encoding):
-  a dropped connection is never counted as a timeout;
+* ``connection``: refused, reset, dropped before or during the reply, TLS failures other
+  than a refused certificate: a dropped connection is never counted as a timeout;
+* ``invalid-http-response``: a reply that breaks HTTP (a duplicate ``Content-Length``, a
+  bad chunk, a coding the request did not accept, a compressed body cut short, a switch of
+  protocols). Not retried (the server would send it again); the call keeps its estimate
+  against the budget (the request may have been served and billed);
 * ``response-too-large``: the body, once decoded, is over ``max_response_bytes`` (default
-  16 MiB; a declared ``Content-Length`` over it fails before any byte is read). Decoding
+  16 MiB; a declared ``Content-Length`` over it fails before any byte is read), or the head
+  over 64 KiB, counted as it arrives (an endless header line fails there). Decoding
   happens as the body arrives, in bounded pieces, inside the attempt's deadline, so a
   compressed bomb or an endless chunked reply costs at most the cap. Not retried (the
   same request would get the same reply); the call keeps its estimate against the budget.
 
-Proxies: ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` (any case) are read once, for the base
-URL, as the standard library reads them (:func:`urllib.request.getproxies`). aiohttp's own
+Proxies: ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY``/``NO_PROXY`` (any case) are read once,
+for the base URL, as curl and requests read them (:mod:`ragbatch.providers._http_proxy`: ports
+and CIDR blocks in ``NO_PROXY``; a loopback host is never proxied). aiohttp's own
 ``trust_env`` would read the same variables but also look up ``~/.netrc`` in a thread on
 every request and refuse a request that has both a netrc entry and our ``Authorization``
 header. TLS: ``verify`` is True (the system's CA bundle), False (no check) or the path of a
@@ -44,9 +50,17 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from ragbatch.core import ProviderError, RateLimited, RunAborted
 from ragbatch.providers._apikey import Redactor
+from ragbatch.providers._http_errors import (
+    BAD_REPLY_KIND,
+    CERTIFICATE_KIND,
+    RESPONSE_TOO_LARGE_KIND,
+    failure_kind,
+)
+from ragbatch.providers._http_types import DEFAULT_MAX_RESPONSE_BYTES, Policy
 from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.providers._replies import HttpReply, error_message, parse_retry_after
 
@@ -56,24 +70,8 @@ if TYPE_CHECKING:  # tenacity (and tornado, which it imports when installed): on
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 
-DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-RESPONSE_TOO_LARGE_KIND = "response-too-large"
 RETRY_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
 THROTTLE_STATUSES = frozenset({429, 529})
-
-
-@dataclass(frozen=True)
-class Policy:
-    """Timeouts, retries and limits of one client (defaults follow the official SDK)."""
-
-    attempt_timeout_s: float = 30.0
-    row_deadline_s: float | None = None  # all attempts and waits of one call together
-    max_retries: int = 4
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 5.0
-    retry_after_cap_s: float = 60.0
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
-    verify: bool | str = True  # TLS: system CAs, no check, or a CA bundle's path
 
 
 @dataclass(frozen=True)
@@ -83,6 +81,7 @@ class Service:
     label: str  # "the Jev API", in messages
     key_source: str  # where the key comes from, for the 401 message
     request_id_header: str
+    url_source: str = "the base URL"  # where the URL comes from, for a refused certificate
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +117,13 @@ class RetryingClient:
         service: Service,
         redact: Redactor,
     ) -> None:
-        from ragbatch.providers._http_wire import open_wire  # the wires: when needed
+        # the proxy look-up (urllib.request) and the wires: once a client is built
+        from ragbatch.providers._http_wire import open_wire
 
         self.wire = open_wire(base_url, policy)
+        parts = urlsplit(base_url)
+        netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+        self._origin = f"{parts.scheme}://{netloc}"  # no credentials: it goes in messages
         self._wire_errors = self.wire.errors
         self.limiter, self.policy, self.service, self.redact = limiter, policy, service, redact
         self._headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
@@ -178,13 +181,22 @@ class RetryingClient:
         self.limiter.on_success()
         return value, latency_ms
 
-    def _failed(self, exc: BaseException, estimate: int) -> ProviderError:
-        from ragbatch.providers._http_wire import failure_kind
-
+    def _failed(self, exc: BaseException, estimate: int) -> Exception:
         kind = failure_kind(exc)
         if kind == RESPONSE_TOO_LARGE_KIND:  # the request was served: keep its estimate
             return ProviderError(self.redact(f"reply too large: {exc}"), kind=kind)
+        if kind == BAD_REPLY_KIND:  # served, and the same request gets the same reply
+            return ProviderError(self.redact(f"invalid HTTP reply: {exc}"), kind=kind)
         self.limiter.settle(estimate, 0)
+        if kind == CERTIFICATE_KIND:  # every call would fail alike: stop, as for a bad key
+            reason = getattr(exc, "verify_message", None) or str(exc)
+            return RunAborted(
+                self.redact(
+                    f"{self.service.label} at {self._origin} presented a TLS certificate that "
+                    f"failed verification ({reason}); check {self.service.url_source}, or "
+                    "point SSL_CERT_FILE at a CA bundle that trusts it (no request was sent)"
+                )
+            )
         if kind == "timeout":
             message = f"no complete reply within {self.policy.attempt_timeout_s} s"
         else:

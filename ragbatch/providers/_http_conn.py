@@ -1,24 +1,33 @@
-"""The default wire: HTTP/1.1 over asyncio's own transports, a reply framed by llhttp (the
-parser of Node.js, through httptools), a keep-alive pool of its own (async I/O).
+"""The default wire: HTTP/1.1 over asyncio's own transports, a pool of keep-alive
+connections (:class:`~ragbatch.providers._http_protocol.Connection`, each reply framed by
+llhttp) to one origin (async I/O).
 
 Why not aiohttp's client here: one POST through ``aiohttp.ClientSession`` costs about four
 times the CPU of the least an ``asyncio.Protocol`` exchange costs (``bench/bench_transport.py``;
 docs/benchmarks.md), ~10 % of a live row's CPU spent on machinery a row does not use (the
 request and response objects, the cookie jar, the signals, the per-request tasks). What this
-module writes by hand is only what is left around the parser: the request head, the pool, the
-attempt's deadline, decoding under the cap and the failure kinds. The framing — status line,
-headers, ``Content-Length``, chunked, a body read to the close, interim 1xx replies, HTTP/1.0
-and ``Connection: close`` — is llhttp's, the parser Node.js and uvicorn use.
+wire writes by hand is only what is left around the parser: the request head, the pool, the
+attempt's deadline, decoding under the cap and the failure kinds.
 
-One exchange, one connection at a time (no pipelining). A connection goes back to the pool
-only after a complete reply that keeps it alive and nothing after it: stray bytes, a reply
-cut short, a parse error, a timeout or a cancelled call close it. An idle connection is
-reused for :data:`KEEPALIVE_S` at most (aiohttp's default), the newest first; older ones are
-closed as connections come back, so a burst's leftovers do not stay open. Names are
-resolved once per :data:`DNS_TTL_S` (by the system resolver, in asyncio's executor), and a
-new connection races their addresses as aiohttp does (``aiohappyeyeballs``, RFC 8305). What is
-not this wire's — a proxy, credentials in the URL — goes to aiohttp's
-(:func:`ragbatch.providers._http_wire.open_wire`).
+A connection goes back to the pool only after a complete reply that keeps it alive and
+nothing after it: stray bytes, a reply cut short, a parse error, a timeout or a cancelled call
+close it. An idle connection is reused for :data:`KEEPALIVE_S` at most (aiohttp's default),
+the newest first; older ones are closed as connections come back, so a burst's leftovers do
+not stay open.
+
+One reply per request, as far as HTTP/1.1 allows: bytes that arrive after a reply and before
+the connection's next request is written (in the reply's own read, read later by the event
+loop, or still in the socket when the connection is taken from the pool: one ``poll`` that
+does not wait) close the connection and are never read as a reply; so does the server's
+close. What no client can tell apart is an extra reply that arrives only after the next
+request is written: it reads as that request's reply (HTTP/1.1 numbers nothing), and the
+real one then closes the connection. ``Policy(keep_alive=False)`` sends every request on a
+connection of its own (``Connection: close``), which rules that out too.
+
+Names are resolved once per :data:`DNS_TTL_S` (by the system resolver, in asyncio's
+executor), and a new connection races their addresses as aiohttp does
+(``aiohappyeyeballs``, RFC 8305). What is not this wire's — a proxy, credentials in the URL —
+goes to aiohttp's (:func:`ragbatch.providers._http_wire.open_wire` chooses).
 """
 
 from __future__ import annotations
@@ -26,197 +35,21 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import zlib
 from collections import deque
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import aiohappyeyeballs
-import httptools
 from aiohappyeyeballs import AddrInfoType
-from multidict import CIMultiDict
 
-from ragbatch.providers._http_client import Policy
-from ragbatch.providers._http_wire import (
-    USER_AGENT,
-    BrokenReply,
-    TooLarge,
-    content_coding,
-    inflater,
-    transfer_coding,
-)
+from ragbatch.providers._http_errors import BadReply, TooLarge
+from ragbatch.providers._http_protocol import Connection
+from ragbatch.providers._http_types import USER_AGENT, Policy
 from ragbatch.providers._replies import HttpReply
 
 KEEPALIVE_S = 15.0  # an idle connection older than this is closed, not reused
 DNS_TTL_S = 10.0  # a name's addresses are looked up again after this
 HAPPY_EYEBALLS_S = 0.25  # a name's next address is tried this long after the one before
-MAX_HEAD_BYTES = 64 * 1024  # the status line and headers together (llhttp sets no limit)
-_NO_BODY = frozenset({204, 304})
-
-
-class _Stop(Exception):
-    """Raised in a parser callback to stop parsing (the error that stopped it is kept)."""
-
-
-class Connection(asyncio.Protocol):
-    """One keep-alive connection: one exchange at a time, its reply parsed as it arrives."""
-
-    def __init__(self, cap: int, pool: set[Connection]) -> None:
-        self.cap, self.pool = cap, pool
-        self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
-        self.waiter: asyncio.Future[HttpReply] | None = None
-        self.reusable = True
-        self.idle_since = 0.0
-        self.error: BaseException | None = None
-        self._new_reply()
-
-    def _new_reply(self) -> None:
-        self.reason = b""
-        self.fields: list[tuple[str, str]] = []
-        self.head_size = 0
-        self.headers: CIMultiDict[str] | None = None
-        self.parts: list[bytes] = []
-        self.size = 0
-        self.coding: str | None = None  # gzip or deflate: decoded as it arrives
-        self.decoder: zlib._Decompress | None = None
-        self.to_close = False  # the body ends where the connection does
-
-    # --- asyncio.Protocol ----------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.pool.add(self)
-
-    def data_received(self, data: bytes) -> None:
-        waiter = self.waiter
-        if waiter is None or waiter.done():  # bytes nobody asked for: never read as a reply
-            self.close()
-            return
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._fail(BrokenReply("the server switched protocols"))
-        except httptools.HttpParserError as exc:
-            error = self.error or BrokenReply(f"the reply breaks HTTP: {exc}")
-            self._fail(error)
-
-    def eof_received(self) -> bool:
-        return False  # close our side too: connection_lost follows
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.reusable = False
-        self.pool.discard(self)
-        waiter = self.waiter
-        if waiter is None or waiter.done():
-            return
-        if exc is None and self.to_close and self.headers is not None:
-            self._finish()  # a body framed by the close is complete now
-            if waiter.done():
-                return
-        detail = f": {exc}" if exc is not None else ""
-        waiter.set_exception(BrokenReply(f"the server closed the connection{detail}"))
-
-    # --- httptools callbacks -------------------------------------------------------------
-
-    def on_message_begin(self) -> None:
-        if self.waiter is None or self.waiter.done():  # a second reply to one request
-            self.reusable = False
-            raise _Stop
-
-    def on_status(self, status: bytes) -> None:
-        self._count(len(status))
-        self.reason += status
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value) + 4)
-        self.fields.append((name.decode("latin-1"), value.decode("utf-8", "replace")))
-
-    def on_headers_complete(self) -> None:
-        status = self.parser.get_status_code()
-        if status < 200:
-            return  # an interim reply (100 Continue, 103 Early Hints): the real one follows
-        headers = CIMultiDict(self.fields)
-        self.headers = headers
-        declared = headers.get("Content-Length")
-        if declared is not None and declared.isdigit() and int(declared) > self.cap:
-            self._stop(TooLarge(f"Content-Length {declared} is over the {self.cap}-byte cap"))
-        chunked = "chunked" in headers.get("Transfer-Encoding", "").lower()
-        self.to_close = declared is None and not chunked and status not in _NO_BODY
-        try:
-            self.coding = transfer_coding(headers) or content_coding(headers)
-        except BrokenReply as exc:
-            self._stop(exc)
-
-    def on_body(self, data: bytes) -> None:
-        decoder, cap = self.decoder, self.cap
-        if decoder is None and self.coding is not None and data:
-            decoder = self.decoder = inflater(self.coding, data)
-        if decoder is not None:
-            data = decoder.decompress(data, cap - self.size + 1)
-            if decoder.unconsumed_tail:  # more output than the cap allows
-                self._stop(TooLarge(f"the decoded body passed the {cap}-byte cap"))
-        self.size += len(data)
-        if self.size > cap:
-            self._stop(TooLarge(f"the decoded body passed the {cap}-byte cap"))
-        self.parts.append(data)
-
-    def on_message_complete(self) -> None:
-        if self.headers is None:  # the end of an interim reply
-            self._new_reply()
-            return
-        self.reusable = self.reusable and self.parser.should_keep_alive()
-        self._finish()
-
-    # --- the exchange --------------------------------------------------------------------
-
-    def _count(self, size: int) -> None:
-        self.head_size += size
-        if self.head_size > MAX_HEAD_BYTES:
-            self._stop(BrokenReply(f"the reply's head passed {MAX_HEAD_BYTES} bytes"))
-
-    def _stop(self, error: BaseException) -> None:
-        self.error = error
-        raise _Stop
-
-    def _finish(self) -> None:
-        decoder, headers, waiter = self.decoder, self.headers, self.waiter
-        assert headers is not None and waiter is not None
-        if decoder is not None and not decoder.eof:  # (no byte at all: an empty body)
-            self._fail(BrokenReply("the compressed body ends early"))
-            return
-        status = self.parser.get_status_code()
-        reason = self.reason.decode("latin-1")
-        body = self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
-        self._new_reply()
-        self.waiter = None  # an idle connection keeps no reply alive
-        waiter.set_result(HttpReply(status, reason, headers, body))
-
-    def _fail(self, error: BaseException) -> None:
-        self.reusable = False
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(error)
-        self.close()
-
-    def send(self, data: bytes, loop: asyncio.AbstractEventLoop) -> asyncio.Future[HttpReply]:
-        assert self.transport is not None
-        self.error = None
-        self.waiter = waiter = loop.create_future()
-        if not self.reusable:  # closed since it connected (bytes nobody asked for, a reset)
-            waiter.set_exception(BrokenReply("the server closed the connection"))
-        else:
-            self.transport.write(data)
-        return waiter
-
-    def expire(self) -> None:
-        """The attempt's deadline: the exchange fails as a timeout, the connection closes."""
-        self._fail(TimeoutError())
-
-    def close(self) -> None:
-        self.reusable = False
-        if self.transport is not None:
-            self.transport.abort()
 
 
 def _retrieved(task: asyncio.Task[list[AddrInfoType]]) -> None:
@@ -227,7 +60,7 @@ def _retrieved(task: asyncio.Task[list[AddrInfoType]]) -> None:
 class ConnWire:
     """POST over a pool of :class:`Connection` to one ``http://`` or ``https://`` origin."""
 
-    errors: tuple[type[BaseException], ...] = (OSError, TimeoutError, TooLarge)
+    errors: tuple[type[BaseException], ...] = (OSError, TimeoutError, TooLarge, BadReply)
 
     def __init__(self, base_url: str, policy: Policy) -> None:
         self.url = base_url
@@ -240,7 +73,7 @@ class ConnWire:
         self.fixed = (
             f"Host: {parts.netloc}\r\nUser-Agent: {USER_AGENT}\r\nAccept: */*\r\n"
             "Accept-Encoding: gzip, deflate\r\n"
-        )
+        ) + ("" if policy.keep_alive else "Connection: close\r\n")
         self.idle: deque[Connection] = deque()  # the oldest left, the newest right
         self.pool: set[Connection] = set()
         self._loop: asyncio.AbstractEventLoop | None = None  # the pool's: another starts anew
@@ -272,7 +105,7 @@ class ConnWire:
             raise
         finally:
             timer.cancel()
-        if connection.reusable:
+        if connection.reusable and self.policy.keep_alive:
             connection.idle_since = now = loop.time()
             idle = self.idle
             idle.append(connection)
@@ -298,7 +131,7 @@ class ConnWire:
         idle = self.idle
         while idle:
             connection = idle.pop()
-            if connection.reusable and now - connection.idle_since < KEEPALIVE_S:
+            if now - connection.idle_since < KEEPALIVE_S and connection.is_silent():
                 return connection
             connection.close()
         return None
@@ -368,3 +201,6 @@ class ConnWire:
         for connection in list(self.pool):
             connection.close()
         self.idle.clear()
+
+
+__all__ = ["DNS_TTL_S", "HAPPY_EYEBALLS_S", "KEEPALIVE_S", "ConnWire"]

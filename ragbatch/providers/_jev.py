@@ -67,7 +67,7 @@ ENDPOINT = "/v1/systemone"
 MODEL_ALIASES = frozenset({"jev-latest", "jev-preview"})
 KEY_SOURCE = "TYPESAFE_API_KEY or --api-key"
 NON_JSON_KIND = "non-json-response"  # a 200 whose body is not JSON: retried like a 5xx
-JEV = Service("the Jev API", "TYPESAFE_API_KEY", "x-typesafe-request-id")
+JEV = Service("the Jev API", "TYPESAFE_API_KEY", "x-typesafe-request-id", "--base-url")
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,7 @@ class JevSettings:
     allow_insecure_http: bool = False  # send the key over http:// to a non-loopback host
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES  # decoded; over it: response-too-large
     tls_verify: bool | str = True  # system CAs, no check (False) or a CA bundle's path
+    keep_alive: bool = True  # False: a connection per request (see providers._http_conn)
 
     def __repr__(self) -> str:  # never show the key
         return f"JevSettings(base_url={self.base_url!r}, model={self.model!r}, api_key=***)"
@@ -102,6 +103,7 @@ class JevSettings:
             retry_after_cap_s=self.retry_after_cap_s,
             max_response_bytes=self.max_response_bytes,
             verify=self.tls_verify,
+            keep_alive=self.keep_alive,
         )
 
 

@@ -48,7 +48,7 @@ from ragbatch.providers._chat_client import (
     Messages,
     malformed,
 )
-from ragbatch.providers._http_client import DEFAULT_MAX_RESPONSE_BYTES
+from ragbatch.providers._http_types import DEFAULT_MAX_RESPONSE_BYTES
 from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.providers.cache import CacheMode, CachePath, CacheStats, ReplyCache
 

@@ -19,8 +19,11 @@ FAILURE_HINTS: dict[str, str] = {
     "timeout": "attempts ran out of --timeout; raise it or lower --concurrency, then rerun "
     "(finished replies are in the cache)",
     "deadline-exceeded": "rows ran out of --row-deadline across retries; raise it, then rerun",
-    "connection": "the service could not be reached; check --base-url and the network, then "
-    "rerun (finished replies are in the cache)",
+    "connection": "the service could not be reached; check --base-url, the proxy the messages "
+    "name (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY) and the network, then rerun (finished "
+    "replies are in the cache)",
+    "invalid-http-response": "the server's replies break HTTP (not retried: it would send them "
+    "again); check --base-url, or report it to whoever runs the server",
     "server-error": "the service kept failing (5xx) after --max-retries; rerun later to resume "
     "from the cache",
     "rate-limited": "the service kept throttling (429) after --max-retries; lower --concurrency "

@@ -67,10 +67,13 @@ class SpendLimit:
 
 def is_unbilled(error: BaseException | None) -> bool:
     """Whether an attempt's error proves the service did not bill it: a complete 4xx reply
-    (400, 404, 408, 413, 422, 429: the request was refused before any work) or a rejected key.
+    (400, 404, 408, 413, 422, 429: the request was refused before any work), a rejected key
+    or a refused TLS certificate.
     Anything else a sent request can end in (a timeout, a reset, a cut or non-JSON body, a 5xx,
     a reply that fails the schema, a cancelled call) may have been billed."""
-    if isinstance(error, RunAborted):  # the only one an attempt raises: HTTP 401/403
+    # the only one an attempt raises: HTTP 401/403, or a TLS certificate refused before
+    # anything was sent
+    if isinstance(error, RunAborted):
         return True
     status = error.status if isinstance(error, ProviderError) else None
     return status is not None and 400 <= status < 500
