@@ -201,6 +201,12 @@ def check_base_url(base_url: str, option: str, *, allow_insecure_http: bool) -> 
     """Refuse (ConfigError, exit 2) to send a key over plain http:// to a non-loopback host,
     and a URL no request can go to: not http:// or https://, no host, a bad port."""
     parts = urlsplit(base_url)
+    if "@" in parts.netloc:
+        # named before anything echoes the URL: what stands before the @ may be a password
+        raise ConfigError(
+            f"{option} holds credentials (user:password@host): ragbatch sends the API key in "
+            "the Authorization header, which cannot be combined with them; remove them from the URL"
+        )
     host = parts.hostname or ""
     if parts.scheme.lower() == "http" and not allow_insecure_http and not is_loopback_host(host):
         raise ConfigError(

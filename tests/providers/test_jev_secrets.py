@@ -236,6 +236,21 @@ def test_a_bad_port_is_one_error_line_before_any_request(
     assert jev_server.requests_total == 0 and not (tmp_path / "report.json").exists()
 
 
+def test_credentials_in_the_base_url_are_one_error_line_that_never_shows_them(
+    jev_server: JevServer, tmp_path: Path
+) -> None:
+    # aiohttp refused them beside the Authorization header with a traceback
+    url = jev_server.base_url.replace("http://", "http://someone:pa55word@")
+    code, output = run_cli(jev_server, tmp_path, "test-key", "--base-url", url)
+    assert code == EXIT_USAGE
+    assert output == (
+        "error: --base-url holds credentials (user:password@host): ragbatch sends the API key "
+        "in the Authorization header, which cannot be combined with them; remove them from "
+        "the URL\n"
+    )
+    assert "pa55word" not in output and jev_server.requests_total == 0
+
+
 def numeric_url(server: JevServer) -> str:
     """The server's URL with 127.0.0.1 spelled ``2130706433``: loopback, but not by its name,
     so it stands for a remote plain-http host while the requests stay on this machine."""
