@@ -102,7 +102,7 @@ class NamedRows:
             raise DatasetError(self.name, error.line, error.detail) from None
 
 
-def check_options(options: Mapping[str, Any]) -> RunOptions:
+def api_options(options: Mapping[str, Any]) -> RunOptions:
     """``ragbatch run``'s options by name, with the API's defaults and the environment."""
     if "dataset" in options:
         raise ConfigError("pass the data as the first argument of evaluate(), not dataset=")
@@ -262,7 +262,7 @@ def table_row(result: RowResult) -> dict[str, Any]:
 
 def _options(data: Any, options: Mapping[str, Any], stack: ExitStack) -> RunOptions:
     """The run's options: the data as its dataset (a path) or its row source (in memory)."""
-    source, checked = source_of(data, check_options(options), stack)
+    source, checked = source_of(data, api_options(options), stack)
     if source.dataset is not None:
         return checked.replace(dataset=source.dataset)
     return checked.replace(source=source.rows)
