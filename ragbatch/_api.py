@@ -11,18 +11,25 @@ ragas column names), a Hugging Face ``datasets.Dataset``, or a path (read in ``f
 (:data:`~ragbatch.run._options.OPTION_NAMES`, ``dataset`` aside: that is ``data``), with the
 same defaults and environment variables, except that nothing is written unless asked
 (``out=None``) and no progress is shown (``quiet=True``). pandas and datasets are extras.
+
+What ``ragbatch run`` prints as ``warning: ...`` is issued here with :func:`warnings.warn` as a
+:class:`~ragbatch.core._errors.RagbatchWarning` (pointing at the line that called
+``evaluate``; filter it like any warning) and kept in ``Evaluation.warnings``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import orjson
@@ -33,6 +40,7 @@ from ragbatch.core import (
     ConfigError,
     DatasetError,
     GenerationJudgments,
+    RagbatchWarning,
     RetrievalJudgments,
     Row,
     install_extra,
@@ -109,7 +117,7 @@ class NamedRows:
             raise DatasetError(self.name, error.line, error.detail) from None
 
 
-def check_options(options: Mapping[str, Any]) -> RunOptions:
+def api_options(options: Mapping[str, Any]) -> RunOptions:
     """``ragbatch run``'s options by name, with the API's defaults and the environment."""
     if "dataset" in options:
         raise ConfigError("pass the data as the first argument of evaluate(), not dataset=")
@@ -192,12 +200,38 @@ def source_of(data: Any, options: RunOptions, stack: ExitStack) -> tuple[Source,
     return spill(list(records), name, options, stack), options
 
 
+class Warnings:
+    """The run's ``warn``: each warning is issued as a :class:`RagbatchWarning` at the line
+    that called :func:`evaluate` (or :func:`evaluate_async`) and kept, in order."""
+
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+
+    def __call__(self, message: str) -> None:
+        self.heard.append(message)
+        warnings.warn(message, RagbatchWarning, stacklevel=caller_level())
+
+
+def caller_level() -> int:
+    """The ``stacklevel`` of the frame that called :func:`evaluate` or :func:`evaluate_async`,
+    seen from :meth:`Warnings.__call__` (its caller when neither is on the stack)."""
+    frame: FrameType | None = sys._getframe(2)  # the frame that called Warnings.__call__
+    level = 2
+    while frame is not None:
+        if frame.f_code in ENTRIES:
+            return level + 1
+        frame, level = frame.f_back, level + 1
+    return 2
+
+
 @dataclass(frozen=True)
 class Evaluation:
-    """What :func:`evaluate` returns: the typed report, and per-row results as a DataFrame."""
+    """What :func:`evaluate` returns: the typed report, per-row results as a DataFrame, and the
+    warnings the run gave (each also issued as a :class:`RagbatchWarning`)."""
 
     report: Report
     rows_out: Path | None = None
+    warnings: tuple[str, ...] = field(default=())
 
     def row_results(self) -> list[RowResult]:
         """Every row's result, in input order (from the report, else from ``rows_out``)."""
@@ -269,7 +303,7 @@ def table_row(result: RowResult) -> dict[str, Any]:
 
 def _options(data: Any, options: Mapping[str, Any], stack: ExitStack) -> RunOptions:
     """The run's options: the data as its dataset (a path) or its row source (in memory)."""
-    source, checked = source_of(data, check_options(options), stack)
+    source, checked = source_of(data, api_options(options), stack)
     if source.dataset is not None:
         return checked.replace(dataset=source.dataset)
     return checked.replace(source=source.rows)
@@ -277,22 +311,35 @@ def _options(data: Any, options: Mapping[str, Any], stack: ExitStack) -> RunOpti
 
 async def evaluate_async(data: Any, **options: Any) -> Evaluation:
     """Evaluate inside a running event loop (Jupyter: ``await ragbatch.evaluate_async(...)``)."""
+    warn = Warnings()
     with ExitStack() as stack:
         checked = _options(data, options, stack)
         if checked.scale.workers > 1:  # the worker processes' signal handling needs the main thread
             raise ConfigError("workers > 1 needs ragbatch.evaluate(), not evaluate_async()")
         if checked.scale.dask is not None:  # the Dask client blocks the thread it runs in
             raise ConfigError("dask needs ragbatch.evaluate(), not evaluate_async()")
-        result = await run_options_async(checked)
-    return Evaluation(result.report, checked.output.rows_out)
+        result = await run_options_async(checked, warn)
+    return Evaluation(result.report, checked.output.rows_out, tuple(warn.heard))
 
 
 def evaluate(data: Any, **options: Any) -> Evaluation:
     """Evaluate ``data`` with ``ragbatch run``'s options; see the module docstring."""
+    warn = Warnings()
     with ExitStack() as stack:
         checked = _options(data, options, stack)
-        result = run(checked)  # blocks this thread, as `ragbatch run` does
-    return Evaluation(result.report, checked.output.rows_out)
+        result = run(checked, warn)  # blocks this thread, as `ragbatch run` does
+    return Evaluation(result.report, checked.output.rows_out, tuple(warn.heard))
 
 
-__all__ = ["API_OPTIONS", "Evaluation", "MemoryRows", "evaluate", "evaluate_async"]
+# The frames whose caller a warning points at.
+ENTRIES = frozenset({evaluate.__code__, evaluate_async.__code__})
+
+
+__all__ = [
+    "API_OPTIONS",
+    "Evaluation",
+    "MemoryRows",
+    "RagbatchWarning",
+    "evaluate",
+    "evaluate_async",
+]

@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 
 import ragbatch
 from datasets import Dataset  # type: ignore[attr-defined]  # mypy sees the repo's datasets/ folder
-from ragbatch._api import API_OPTIONS, COLUMNS, check_options
+from ragbatch._api import API_OPTIONS, COLUMNS, api_options
 from ragbatch.cli._app import app
 from ragbatch.core._errors import ConfigError, DatasetError
 from ragbatch.report._models import RowResult
 from ragbatch.run._options import DEFAULTS, ENVIRONMENT, GROUP_OF, OPTION_NAMES
-from ragbatch.run._options import check_options as check_run
+from ragbatch.run._preflight import check_options as check_run
 from ragbatch.testing import JevServer
 from ragbatch.testing.jev_server import Fault
 
@@ -71,7 +71,7 @@ def test_the_options_are_the_run_commands_parameters_with_its_defaults() -> None
 @pytest.mark.parametrize("name", sorted(set(OPTION_NAMES) - {"dataset"}))
 def test_every_cli_option_is_accepted_by_name(name: str) -> None:
     default = DEFAULTS[name]
-    options = check_options({name: default})
+    options = api_options({name: default})
     assert getattr(getattr(options, GROUP_OF[name]), name) == default
     check_run(options)  # and the run accepts it
 

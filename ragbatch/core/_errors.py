@@ -12,6 +12,10 @@
     └── ProviderError(status, retryable, request_id, retry_after)
         └── RateLimited                429/529: also slows the whole run down
 
+Warnings (options that work, but not as one would expect; a cache that holds another model's
+replies) are :class:`RagbatchWarning`: the CLI prints them as ``warning: <message>``, the
+Python API issues them with :func:`warnings.warn` (filter them by this category).
+
 A row whose call fails after retries is *data* (:class:`RowFailure`), not an exception
 that escapes the runner: the run goes on and the report counts it as a failure.
 """
@@ -126,6 +130,11 @@ class RateLimited(ProviderError):
             request_id=request_id,
             retry_after=retry_after,
         )
+
+
+class RagbatchWarning(UserWarning):
+    """What a run warns about through the Python API (``warnings.simplefilter("ignore",
+    ragbatch.RagbatchWarning)`` silences them; ``Evaluation.warnings`` keeps them)."""
 
 
 @dataclass(frozen=True, slots=True)

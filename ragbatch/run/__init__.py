@@ -1,14 +1,16 @@
 """Composition and execution: options -> parts -> execute -> outputs.
 
 Read ``job`` first: the composition root, one page. ``options`` holds every setting once, in
-small groups; ``factory`` builds the parts from them (after the checks of ``preflight``);
-``execute`` runs them (the ``runner``'s task group streams the rows, the progress display and
+small groups; ``preflight`` checks a run once, ``factory`` builds the parts from what it
+checked; ``dispatch`` sends the run to one process, the workers or a cluster; ``execute`` runs
+them (the ``runner``'s task group streams the rows, the progress display and
 a ``stop.RunCanceller`` watch beside it); ``outputs`` writes the files, together and only on
 success; ``calls`` keeps the run record's call facts. Also here: the cost limit of
 ``--max-cost`` (``budget``; the error budget of ``--max-error-rate`` is the runner's),
 ``progress``, ``estimate``, shards and partials (``shards``), a file split into parts each
-worker reads alone (``split``) and their merged summaries (``summary``), ``workers`` on one
-machine, the Dask adapter (``dask``) and ``--dask`` (``cluster``).
+worker reads alone (``split``) and their merged summaries (``summary``), the parts of a split
+run and their merge (``parts``), ``workers`` on one machine, the Dask adapter (``dask``) and
+``--dask`` (``cluster``).
 
 Does I/O. May import every layer below it: ``calibrate``, ``compare``, ``report``,
 ``metrics``, ``data``, ``providers``, ``core``.
@@ -22,8 +24,9 @@ from ragbatch._lazy import lazy_exports
 
 # The front door: what other packages use (the modules behind it are private).
 from ragbatch.run._config import DEFAULT_CACHE, DEFAULT_DATASET, DEFAULT_PRICING, PRICING_NAME
+from ragbatch.run._dispatch import run
 from ragbatch.run._factory import estimate_options
-from ragbatch.run._job import run, run_job, run_options_async
+from ragbatch.run._job import run_job, run_options_async
 from ragbatch.run._options import (
     ENVIRONMENT,
     GROUPS,

@@ -7,8 +7,8 @@ it stays counted at its whole reservation unless its reply proves otherwise (a 4
 next reservation would pass the limit, no further attempt is sent (not even a retry): the rows
 left are recorded as failed with kind ``budget-exhausted`` (not evaluated), the calls in flight
 finish, and the report says it is incomplete. A run whose model the snapshot does not price is
-refused before its first call (see ``run.factory.spend_limit``). Cache hits cost nothing and are
-answered before this layer, so rerunning with a larger budget resumes where the run stopped.
+refused before its first call (``run._preflight.check_max_cost``). Cache hits cost nothing and
+are answered before this layer, so rerunning with a larger budget resumes where the run stopped.
 """
 
 from __future__ import annotations

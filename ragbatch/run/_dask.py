@@ -14,10 +14,12 @@ run - single-process, ``--offline``, or on the cluster again - finds them there.
 without a shared disk, the client sends the entries its cache already holds to the cluster
 once (one scattered object, as large as that cache) and each task starts from them.
 
-Each task gets 1/N of the concurrency and of every budget (:func:`ragbatch.run._workers.
-shard_config`), so the cluster as a whole keeps the single-process limits. The options travel
-to the scheduler and the workers pickled, API key included: on anything but a loopback
-cluster, use Dask's TLS security settings. A task whose worker dies is retried by Dask on
+The run is checked once, here (:func:`~ragbatch.run._preflight.preflight`); each task gets its
+part of the checked run (:func:`ragbatch.run._parts.part_of`: 1/N of the concurrency and of
+every budget, so the cluster as a whole keeps the single-process limits; the pricing snapshot
+and the policy as read here, so no worker needs those files). The options travel to the
+scheduler and the workers pickled, API key included: on anything but a loopback cluster, use
+Dask's TLS security settings. A task whose worker dies is retried by Dask on
 another worker.
 """
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,17 +38,16 @@ from ragbatch.core import ConfigError, install_extra
 from ragbatch.providers.cache import read_entries, store_entries
 from ragbatch.report import RowsWriter
 from ragbatch.run._config import JobResult
-from ragbatch.run._factory import jev_settings, load_pricing, spend_limit
 from ragbatch.run._options import RunOptions
-from ragbatch.run._preflight import check_outputs
-from ragbatch.run._split import PlannedRows, detached, part_source, plan_rows
-from ragbatch.run._workers import (
+from ragbatch.run._parts import (
     finish_parts,
+    part_of,
     part_table_limit,
     raise_shard_error,
     run_shard_task,
-    shard_config,
 )
+from ragbatch.run._preflight import Checked, ignore, preflight, rows_warning
+from ragbatch.run._split import PlannedRows, detached, part_source, plan_rows
 
 if TYPE_CHECKING:
     import distributed
@@ -95,7 +96,7 @@ def local_cluster(n_workers: int) -> Iterator[distributed.Client]:
         yield client
 
 
-def run_part(config: RunOptions, seed: Entries | None) -> dict[str, Any]:
+def run_part(part: Checked, seed: Entries | None) -> dict[str, Any]:
     """One part, on a Dask worker: evaluate in a private directory of the worker's, return
     everything the client needs as data (nothing is left on the worker's disk)."""
     try:
@@ -111,8 +112,8 @@ def run_part(config: RunOptions, seed: Entries | None) -> dict[str, Any]:
         if seed:
             known = {key for key, _ in seed}
             store_entries(cache, seed)
-        rows = work / "rows.jsonl" if config.output.rows_out is not None else None
-        task = config.replace(cache_dir=cache, partial_out=work / "part.pkl", rows_out=rows)
+        rows = work / "rows.jsonl" if part.options.output.rows_out is not None else None
+        task = part.replace(cache_dir=cache, partial_out=work / "part.pkl", rows_out=rows)
         done = run_shard_task(task)
         if "error" in done:
             return done
@@ -125,47 +126,61 @@ def run_part(config: RunOptions, seed: Entries | None) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _task_config(
-    config: RunOptions, source: PlannedRows, k: int, parts: int, table: int | None
-) -> RunOptions:
-    shard = shard_config(config, k, parts, Path("part.pkl"))
-    return shard.replace(
+def _task(checked: Checked, source: PlannedRows, k: int, parts: int, table: int | None) -> Checked:
+    return part_of(checked, k, parts, Path("part.pkl")).replace(
         source=source,
         max_report_rows=table,
-        rows_out=config.output.rows_out,  # a marker: the task writes its rows in its directory
+        rows_out=checked.options.output.rows_out,  # a marker: the task writes its rows there
         quiet=True,
     )
 
 
-def run_on_dask(config: RunOptions, parts: int, client: distributed.Client) -> JobResult:
-    """Run ``parts`` tasks on ``client``'s cluster and merge them into one report (and
-    ``--rows-out``); the tasks' new cache entries go into the options' ``cache_dir``."""
+def run_on_dask(
+    config: RunOptions,
+    parts: int,
+    client: distributed.Client,
+    warn: Callable[[str], None] = ignore,
+) -> JobResult:
+    """Check the run ``config`` describes (``warn`` hears its warnings), run it as ``parts``
+    tasks on ``client``'s cluster and merge them into one report (and ``--rows-out``); the
+    tasks' new cache entries go into the options' ``cache_dir``."""
+    require_distributed()  # before anything is read: the extra is what is missing
+    return run_checked_on_dask(preflight(config, warn), parts, client, warn)
+
+
+def run_checked_on_dask(
+    checked: Checked,
+    parts: int,
+    client: distributed.Client,
+    warn: Callable[[str], None] = ignore,
+) -> JobResult:
+    """:func:`run_on_dask` of a run :func:`~ragbatch.run._preflight.preflight` checked."""
     dd = require_distributed()
     if parts < 1:
         raise ConfigError(f"parts must be at least 1, got {parts}")
+    config = checked.options
     i, cache_dir = config.input, config.cache.cache_dir
     if i.source is not None or i.format != "jsonl":
         raise ConfigError("the Dask adapter reads a JSONL dataset file (--format jsonl)")
     started = time.perf_counter()
-    check_outputs(config)  # refused here, before any task is sent
-    spend_limit(config, load_pricing(config.policy.pricing))
-    jev_settings(config)
     plan = plan_rows(i.dataset)
     if plan is None or plan.rows == 0:
         raise ConfigError(f"cannot split {i.dataset}: run it without --dask to see why")
+    if (warning := rows_warning(config, plan.rows)) is not None:
+        warn(warning)  # the tasks' own warnings go unheard
     parts = min(parts, plan.rows)
-    ignore, html = i.ignore_unknown_fields, config.output.html is not None
+    ignore_unknown, html = i.ignore_unknown_fields, config.output.html is not None
     sources = [
-        detached(part_source(plan, k, parts, ignore_unknown=ignore, keep_texts=html))
+        detached(part_source(plan, k, parts, ignore_unknown=ignore_unknown, keep_texts=html))
         for k in range(1, parts + 1)
     ]
     table = part_table_limit(config, plan)
     seed = read_entries(cache_dir) if config.jev.provider != "mock" else []
     # one object on every worker (a list given to scatter would become one future an item)
     seeded = client.scatter([seed], broadcast=True)[0] if seed else None  # type: ignore[no-untyped-call]
-    configs = [_task_config(config, s, k, parts, table) for k, s in enumerate(sources, start=1)]
+    tasks = [_task(checked, s, k, parts, table) for k, s in enumerate(sources, start=1)]
     # the rows travel as data, not inside the task graph (the scheduler keeps graphs small)
-    scattered = client.scatter(configs)  # type: ignore[no-untyped-call]
+    scattered = client.scatter(tasks)  # type: ignore[no-untyped-call]
     futures = [client.submit(run_part, c, seeded, pure=False) for c in scattered]
     try:
         results: list[dict[str, Any]] = client.gather(futures)  # type: ignore[no-untyped-call]

@@ -20,7 +20,7 @@ from ragbatch.run._calls import CallLog
 from ragbatch.run._factory import Parts
 from ragbatch.run._progress import Progress, Snapshot
 from ragbatch.run._runner import RunConfig, run_stream
-from ragbatch.run._shards import part_rows, shard_pairs
+from ragbatch.run._shards import row_pairs
 from ragbatch.run._stop import RunCanceller
 
 
@@ -40,12 +40,10 @@ class Collector:
     """Hears every outcome in input order and hands it to whoever keeps something of it."""
 
     def __init__(self, parts: Parts, outcomes: Outcomes, rows_out: RowsWriter | None) -> None:
-        o = parts.options
         self.outcomes = outcomes
         self.rows_out = rows_out
-        # a shard's partial holds its outcomes; a planned part sends its summary, keeps none
-        self.keep_outcomes = o.scale.shard is not None and part_rows(parts.reader) is None
-        self.keep_texts = o.output.html is not None  # the HTML view shows questions, answers
+        self.keep_outcomes = parts.shard is not None and parts.shard.keeps_outcomes
+        self.keep_texts = parts.options.output.html is not None  # the HTML view shows them
 
     def __call__(self, outcome: RowOutcome) -> None:
         kept = self.outcomes
@@ -83,12 +81,11 @@ def progress_of(parts: Parts) -> Progress | None:
     o = parts.options
     if o.display.progress == "none":
         return None
-    shard = o.scale.shard_of
     return Progress(
         parts.total,
         parts.pricing,
         live_snapshot(parts),
-        label=f"shard {shard[0]}/{shard[1]}" if shard else "",
+        label=parts.shard.label if parts.shard is not None else "",
         mode=o.display.progress,
         interval=o.display.progress_interval,
     )
@@ -127,7 +124,7 @@ class Execution:
         )
 
     async def stream(self) -> None:
-        pairs = shard_pairs(self.parts.reader, self.parts.options.scale.shard_of)
+        pairs = row_pairs(self.parts.reader, self.parts.shard)
         on_row = self.progress.on_row if self.progress is not None else None
         p = self.parts
         await run_stream(pairs, p.provider, p.baseline, self.run_config, self.collect, on_row)

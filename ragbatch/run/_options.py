@@ -380,32 +380,3 @@ DEFAULTS: dict[str, Any] = {f.name: f.default for f in cli_fields()}
 # Options the CLI also reads from the environment (the API does the same when not given).
 ENVIRONMENT: dict[str, str] = {f.name: spec_of(f).env for f in cli_fields() if spec_of(f).env}  # type: ignore[misc]
 PATH_OPTIONS = frozenset(f.name for f in cli_fields() if "Path" in str(f.type))
-
-
-def check_options(o: RunOptions) -> None:
-    """Refuse options that contradict each other (ConfigError, exit 2), before anything is read."""
-    if o.rate.concurrency < 1:
-        raise ConfigError(f"--concurrency must be at least 1, got {o.rate.concurrency}")
-    _ = o.cache.mode  # refuses two cache modes at once
-    if o.policy.routing is not None and o.policy.policy is not None:
-        raise ConfigError(
-            "--routing and --policy cannot be used together: the policy file "
-            "names its own routing (see `ragbatch calibrate --routing`)"
-        )
-    given = [flag for flag, value in (("--fail-threshold", o.policy.fail_threshold),
-             ("--pass-threshold", o.policy.pass_threshold)) if value is not None]  # fmt: skip
-    if given and o.policy.policy is not None:
-        raise ConfigError(
-            f"{', '.join(given)} and --policy cannot be used together: the policy file "
-            "sets its own thresholds (refit them with `ragbatch calibrate`)"
-        )
-    if o.scale.workers > 1 and o.scale.shard is not None:
-        raise ConfigError("--workers and --shard cannot be used together")
-    if o.scale.dask is not None and o.scale.shard is not None:
-        raise ConfigError("--dask and --shard cannot be used together: --dask makes its own parts")
-    if o.scale.dask is not None and o.scale.workers > 1:
-        raise ConfigError(
-            "--dask and --workers cannot be used together: the cluster's workers run the parts"
-        )
-    if o.scale.shard is not None and o.scale.partial_out is None:
-        raise ConfigError("--shard needs --partial-out PATH (merge partials with ragbatch merge)")

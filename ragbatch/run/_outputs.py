@@ -24,7 +24,6 @@ from ragbatch.run._config import JobResult
 from ragbatch.run._execute import Outcomes
 from ragbatch.run._factory import Parts
 from ragbatch.run._options import RunOptions
-from ragbatch.run._shards import write_shard
 
 
 class StagedFiles:
@@ -117,10 +116,8 @@ def write_outputs(
     report = kept.builder.report(dataset_sha256=parts.reader.sha256)
     data = report_bytes(report)
     record = run_record(parts, kept, warn)
-    shard = o.scale.shard_of
-    if shard is not None and o.scale.partial_out is not None:
-        reader, partial = parts.reader, o.scale.partial_out
-        write_shard(partial, shard, reader, parts.info, kept.kept, kept.builder, kept.calls)
+    if parts.shard is not None:  # --shard K/N: its partial instead of a report
+        parts.shard.write(parts.info, kept.kept, kept.builder, kept.calls)
     elif o.output.out is not None:
         staged.add(o.output.out, data)
     write_views(staged, report, kept.texts, o)
@@ -136,13 +133,11 @@ def write_part(
     """A worker's or a Dask task's outputs: its partial (or a planned part's summary),
     its --rows-out and the run record; no report is built (only the merged one is read).
     Returns the run record."""
-    o = parts.options
-    shard, partial = o.scale.shard_of, o.scale.partial_out
-    if shard is None or partial is None:
+    if parts.shard is None:
         raise ValueError("a part needs --shard and --partial-out")
     record = run_record(parts, kept, warn)
-    write_shard(partial, shard, parts.reader, parts.info, kept.kept, kept.builder, kept.calls)
-    if o.output.run_record is not None:
-        staged.add(o.output.run_record, record_bytes(record))
+    parts.shard.write(parts.info, kept.kept, kept.builder, kept.calls)
+    if parts.options.output.run_record is not None:
+        staged.add(parts.options.output.run_record, record_bytes(record))
     staged.commit()
     return record

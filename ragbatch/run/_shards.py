@@ -3,7 +3,8 @@
 A row belongs to shard ``K`` of ``N`` when ``sha256(row id) mod N == K - 1``: the partition
 depends only on the row's id, so it is stable under re-runs and independent of the order of
 other rows. Every shard reads the whole file (to know each row's input index and the file's
-sha256) and evaluates its own rows.
+sha256) and evaluates its own rows. :class:`Shard` is the one place that decides which rows a
+part of a run evaluates, counts, keeps and writes (a ``--shard K/N``, a worker's, a Dask task's).
 
 A partial file is JSONL: one header line (what the run was: dataset, shard, and the full
 :class:`~ragbatch.report._builder.RunInfo` with policy, pricing snapshot and models), then one line
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -64,42 +65,74 @@ def shard_of(row_id: str, shards: int) -> int:
     return int.from_bytes(digest[:8], "big") % shards + 1
 
 
-def shard_pairs(reader: Iterable[Row], shard: tuple[int, int] | None) -> Iterator[tuple[int, Row]]:
-    """(input index, row) of the rows a job evaluates: a planned part's own rows (it reads
-    only those, see :mod:`ragbatch.run._split`), else the rows of ``shard`` (K, N) or all."""
-    pairs = getattr(reader, "pairs", None)
-    if pairs is not None:
-        planned: Iterator[tuple[int, Row]] = pairs()
-        return planned
-    return (
-        (index, row)
-        for index, row in enumerate(reader)
-        if shard is None or shard_of(row.id, shard[1]) == shard[0]
-    )
+@dataclass(frozen=True)
+class Shard:
+    """The part of a run one process evaluates: shard ``k`` of ``n`` (``--shard K/N``, a
+    worker's, a Dask task's), read by ``reader`` (a planned part of a JSONL file reads only its
+    own rows, see :mod:`ragbatch.run._split`; any other reader, the whole file) and written to
+    ``partial``. Which rows it evaluates, counts, keeps and writes is decided here alone."""
+
+    k: int
+    n: int
+    partial: Path
+    reader: Any
+
+    @property
+    def label(self) -> str:
+        """What the progress lines call it."""
+        return f"shard {self.k}/{self.n}"
+
+    @property
+    def planned(self) -> int | None:
+        """The rows of a planned part, None for a shard by hash of id."""
+        return part_rows(self.reader)
+
+    @property
+    def keeps_outcomes(self) -> bool:
+        """Whether it keeps its outcomes: a partial file holds them; a planned part sends its
+        summary and keeps none."""
+        return self.planned is None
+
+    def pairs(self) -> Iterator[tuple[int, Row]]:
+        """(input index, row) of its rows: a planned part's own, else those of shard k/n."""
+        pairs = getattr(self.reader, "pairs", None)
+        if pairs is not None:
+            planned: Iterator[tuple[int, Row]] = pairs()
+            return planned
+        k, n = self.k, self.n
+        return ((i, row) for i, row in enumerate(self.reader) if shard_of(row.id, n) == k)
+
+    def progress_total(self, jsonl: Path | None) -> int | None:
+        """The rows the progress display counts to: a planned part's, else those of the
+        JSONL file ``jsonl`` in this shard (None: not counted)."""
+        return count_shard_rows(jsonl, (self.k, self.n)) if jsonl is not None else self.planned
+
+    def write(
+        self,
+        info: RunInfo,
+        outcomes: Sequence[RowOutcome],
+        builder: ReportBuilder,
+        calls: CallLog,
+    ) -> None:
+        """Its result: a planned part's summary (merged in order by the parent, see
+        :mod:`ragbatch.run._summary`), else the partial file of its outcomes."""
+        reader = self.reader
+        if self.planned is not None:
+            write_summary(self.partial, PartSummary(builder, calls, reader.ids, reader.texts))
+        else:
+            info = replace(info, dataset_sha256=reader.sha256)
+            write_partial(self.partial, (self.k, self.n), reader.rows, info, outcomes)
+
+
+def row_pairs(reader: Iterable[Row], shard: Shard | None) -> Iterator[tuple[int, Row]]:
+    """(input index, row) of the rows a job evaluates: its shard's, or all."""
+    return shard.pairs() if shard is not None else enumerate(reader)
 
 
 def part_rows(reader: object) -> int | None:
     """The rows of a planned part (its progress total), None for any other reader."""
     rows = getattr(reader, "part_rows", None)
     return rows if isinstance(rows, int) else None
-
-
-def write_shard(
-    path: Path,
-    shard: tuple[int, int],
-    reader: Any,
-    info: RunInfo,
-    outcomes: Sequence[RowOutcome],
-    builder: ReportBuilder,
-    calls: CallLog,
-) -> None:
-    """A shard's result: a planned part's summary (merged in order by the parent, see
-    :mod:`ragbatch.run._summary`), else the partial file of its outcomes."""
-    if part_rows(reader) is not None:
-        write_summary(path, PartSummary(builder, calls, reader.ids, reader.texts))
-    else:
-        info = replace(info, dataset_sha256=reader.sha256)
-        write_partial(path, shard, reader.rows, info, outcomes)
 
 
 def count_shard_rows(path: Path, shard: tuple[int, int]) -> int | None:

@@ -21,6 +21,7 @@ from ragbatch.providers.cache._replies import ReplyCache
 from ragbatch.report import ReportBuilder
 from ragbatch.run import RunOptions
 from ragbatch.run import _workers as worker_processes
+from ragbatch.run._preflight import preflight
 from ragbatch.run._split import part_source, plan_rows
 from ragbatch.testing import JevServer
 from tests.conftest import JEV_KEY
@@ -330,6 +331,6 @@ def test_a_part_builds_no_report_of_its_own(
         raise AssertionError("a part built a report")
 
     monkeypatch.setattr(ReportBuilder, "report", refused)
-    done = worker_processes.run_shard_task(part)
+    done = worker_processes.run_shard_task(preflight(part))
     assert done["rows"] == ROWS // 2, done
     assert (tmp_path / "part.pkl").exists()
