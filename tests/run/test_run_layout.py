@@ -1,5 +1,6 @@
 """The shape of ``ragbatch.run``, checked on the source with ast (nothing is imported): no import
-cycle among its modules, one name for each helper, and the shard decided in one place."""
+cycle (``tests/test_layers.py`` checks the package), one name for each helper, and the shard
+decided in one place."""
 
 from __future__ import annotations
 
@@ -13,65 +14,6 @@ RUN = ROOT / "ragbatch" / "run"
 
 def module_name(path: Path) -> str:
     return "ragbatch.run" if path.stem == "__init__" else f"ragbatch.run.{path.stem}"
-
-
-def run_imports() -> dict[str, set[str]]:
-    """Each module of ``ragbatch.run`` -> the modules of ``ragbatch.run`` it imports anywhere
-    (at the top, inside a function, under ``TYPE_CHECKING``)."""
-    modules = {module_name(p): p for p in RUN.glob("*.py")}
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                found |= {a.name for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                found.add(node.module)
-                found |= {f"{node.module}.{a.name}" for a in node.names}
-        graph[name] = {m for m in found if m in modules and m != name}
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for other in sorted(graph[node]):
-            if other not in index:
-                visit(other)
-                low[node] = min(low[node], low[other])
-            elif other in stack:
-                low[node] = min(low[node], index[other])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                top = stack.pop()
-                component.append(top)
-                if top == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
-
-
-def test_no_import_cycle_in_run_lazy_imports_included() -> None:
-    assert cycles(run_imports()) == []
-
-
-def test_the_cycle_finder_finds_a_cycle() -> None:
-    # guards against a check that passes everything
-    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert cycles(graph) == [["a", "b", "c"]]
 
 
 def test_each_helper_of_the_run_and_the_api_has_one_name() -> None:
