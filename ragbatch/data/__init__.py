@@ -10,8 +10,8 @@ golden-set YAML joined with outputs (``golden_yaml``), counterfactual rows
 (``counterfactual``) and the human labels file (``labels``). Multi-step traces
 (docs/semantics.md §8): :func:`open_items` gives an :class:`ItemSource` of rows and traces,
 from native trace lines (``native``) and other tools' agent traces and conversations
-(``trace_ragas``, ``trace_deepeval``, ``trace_langfuse``, sharing ``steps`` and
-``trace_spans``). The output files every layer writes are ``ragbatch._files``.
+(``trace_ragas``, ``trace_deepeval``, ``trace_langfuse``, ``trace_openinference``, sharing
+``steps``, ``trace_spans`` and ``tool_calls``). The output files every layer writes are ``ragbatch._files``.
 
 Reads and writes files. May import ``core`` and ``ragbatch._files`` only.
 """

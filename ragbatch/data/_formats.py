@@ -15,7 +15,7 @@ of the bytes read, once exhausted):
 
 :func:`open_items` is the reader of rows *and* multi-step traces (docs/semantics.md §8), an
 :class:`ItemSource` (``items()``): native trace lines, ragas multi-turn samples, deepeval
-conversations and Langfuse traces and sessions become traces; a dataset without them gives
+conversations, Langfuse and OpenInference traces and sessions become traces; a dataset without them gives
 the very rows :func:`open_dataset` gives.
 """
 
@@ -36,7 +36,7 @@ __all__ = ["FORMATS", "ItemSource", "RowSource", "open_dataset", "open_items"]
 
 FORMATS: tuple[str, ...] = ("jsonl", "ragas", "csv", "golden-yaml", "deepeval", "openinference",
                            "langfuse")  # fmt: skip
-TRACE_FORMATS: tuple[str, ...] = ("jsonl", "ragas", "deepeval", "langfuse")  # what holds traces
+TRACE_FORMATS: tuple[str, ...] = ("jsonl", "ragas", "deepeval", "langfuse", "openinference")
 
 
 def open_dataset(
@@ -142,6 +142,10 @@ def open_items(
         from ragbatch.data._trace_deepeval import DeepevalTraceReader
 
         return DeepevalTraceReader(path, retrieval_tools=names, flatten=flatten, steps=steps)
-    from ragbatch.data._trace_langfuse import LangfuseTraceReader
+    if format == "langfuse":
+        from ragbatch.data._trace_langfuse import LangfuseTraceReader
 
-    return LangfuseTraceReader(path, retrieval_tools=names, flatten=flatten, steps=steps)
+        return LangfuseTraceReader(path, retrieval_tools=names, flatten=flatten, steps=steps)
+    from ragbatch.data._trace_openinference import OpenInferenceTraceReader
+
+    return OpenInferenceTraceReader(path, retrieval_tools=names, flatten=flatten, steps=steps)

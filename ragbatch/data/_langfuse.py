@@ -102,6 +102,12 @@ def documents(output: Any, where: str) -> list[Document]:
     return found
 
 
+def calls_tools(output: Any) -> bool:
+    """Whether a generation's output message calls tools (then it is not an answer)."""
+    output = decoded(output)
+    return isinstance(output, dict) and bool(output.get("tool_calls"))
+
+
 def _field(record: dict[str, Any], *names: str) -> Any:
     return next((record[n] for n in names if record.get(n) is not None), None)
 
@@ -134,6 +140,7 @@ def observation_span(record: dict[str, Any], trace_id: Any, line: int, where: st
         data_output=decoded(record.get("output")),
         session=session if isinstance(session, str) and session else None,
         is_root=record.get("isRootObservation") is True,
+        calls_tools=calls_tools(record.get("output")),
     )
 
 

@@ -87,7 +87,10 @@ def _document_fields(item: Any) -> dict[str, Any] | None:
         content = next((holder[k] for k in TEXT_KEYS if isinstance(holder.get(k), str)), None)
         doc_id = holder.get("id", holder.get("id_"))
         if content is not None and (langchain or marked) and _is_id(doc_id):
-            return {"id": doc_id, "content": content, "metadata": holder.get("metadata")}
+            metadata = holder.get("metadata")
+            if isinstance(holder.get("source"), str) and not isinstance(metadata, dict):
+                metadata = {"source": holder["source"]}  # a source beside the text
+            return {"id": doc_id, "content": content, "metadata": metadata}
     return None
 
 

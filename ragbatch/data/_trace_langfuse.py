@@ -30,6 +30,7 @@ from ragbatch.data._langfuse import (
     EXPECTED,
     KINDS,
     LangfuseReader,
+    calls_tools,
     documents,
     last_user_message,
     observation_span,
@@ -90,6 +91,7 @@ def otlp_span(span: dict[str, Any], line: int, where: str) -> tuple[Span, str | 
         data_output=decoded(raw_output),
         session=session if isinstance(session, str) and session else None,
         is_root=attrs.get("langfuse.internal.as_root") is True,
+        calls_tools=calls_tools(raw_output),
     )
     return found, text(attrs.get("langfuse.trace.input")), text(attrs.get("langfuse.trace.output"))
 

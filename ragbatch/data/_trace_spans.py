@@ -5,16 +5,17 @@ A span trace (one request of an agent: a turn) becomes steps in start-time order
 
 - the *user* step: the trace's own input (Langfuse), else the root span's text input (the
   root: the span its tool marks so, else the one without a parent in the trace), else the
-  first argument of a function the root traced (``{"args": [text], "kwargs": {}}``), else
-  the first LLM span's last user message;
+  text a function the root traced was called with (``{"args": [text], "kwargs": {}}``),
+  else the root's user message, else the first LLM span's last user message;
 - a *retrieval* step per RETRIEVER span (query: its input; documents: its output) and per
-  TOOL span whose output is documents or whose name is a ``--retrieval-tool``; spans inside
-  a retrieval step are part of it;
-- a *tool* step per other TOOL span (input: its input, a traced function's keyword
-  arguments; output: its output, JSON decoded);
-- the *answer*: the text of the last LLM span that is not inside a step (an LLM call that
-  only calls tools has none), else the trace's own output, else the root's. It closes the
-  turn. Other LLM spans are not steps.
+  TOOL span whose output is documents or whose name is a ``--retrieval-tool``; the spans
+  inside a retrieval step are part of it, and a TOOL span that holds a RETRIEVER span is
+  that retrieval (LangGraph and LlamaIndex retrieval tools), never also a tool step;
+- a *tool* step per other TOOL span (input: the arguments of the LLM's call it answers, else
+  its input, a traced function's keyword arguments; output: what the tool returned);
+- the *answer*: the last LLM reply of the turn (not inside a step) that calls no tool, else
+  the trace's own output, else the root's. It closes the turn; other LLM spans (calls that
+  only call tools) are not steps.
 
 Steps are ordered by start time; a tie is broken by containment (the parent first). Two
 steps without start times, or starting together with neither inside the other, cannot be
@@ -97,7 +98,7 @@ class Spans:
 
 
 def step_kind(span: Span, options: StepOptions) -> str | None:
-    """``retrieval``, ``tool`` or None (not a step) for one span."""
+    """``retrieval``, ``tool`` or None (not a step) for one span, by itself."""
     if span.kind == "RETRIEVER":
         return "retrieval"
     if span.kind != "TOOL":
@@ -114,19 +115,43 @@ def is_simple(trace: SpanTrace) -> bool:
 
 def called_with(value: Any) -> Any:
     """A traced function's input: its keyword arguments, or its positional ones."""
-    if isinstance(value, dict) and set(value) == {"args", "kwargs"}:
-        if not value["args"]:
-            return value["kwargs"]
-        if not value["kwargs"]:
+    if isinstance(value, dict) and set(value) <= {"args", "kwargs"}:
+        if not value.get("args"):
+            return value.get("kwargs")
+        if not value.get("kwargs"):
             return value["args"]
     return value
 
 
+def step_spans(spans: Spans, options: StepOptions) -> list[Span]:
+    """The spans that are steps: a retrieval (a RETRIEVER, a TOOL that returns documents or
+    is named) and what it holds is one step; a TOOL that holds a RETRIEVER is that
+    retrieval (LangGraph, LlamaIndex); any other TOOL is a tool step."""
+    inside = {s.id: set(spans.ancestors(s)) for s in spans.trace.spans}
+    holders = {a for s in spans.trace.spans if s.kind == "RETRIEVER" for a in inside[s.id]}
+    kinds = {s.id: None if s.id in holders and s.kind == "TOOL" else step_kind(s, options)
+             for s in spans.trace.spans}  # fmt: skip
+    retrievals = {i for i, k in kinds.items() if k == "retrieval"}
+    return [s for s in spans.trace.spans if kinds[s.id] and not inside[s.id] & retrievals]
+
+
+def turn_llms(spans: Spans, steps: list[Span]) -> list[Span]:
+    """The LLM spans of the turn itself (not those a step made)."""
+    taken = {s.id for s in steps}
+    return [s for s in spans.trace.spans
+            if s.kind == "LLM" and not taken.intersection(spans.ancestors(s))]  # fmt: skip
+
+
 def question_of(spans: Spans, llms: list[Span]) -> str:
+    """The turn's question (see the module docstring)."""
     trace, root = spans.trace, spans.root()
-    first = first_argument(root.data_input) if root else None
-    candidates = (trace.input, root.input if root else None, first,
-                  llms[0].user_message if llms else None)  # fmt: skip
+    asked = [s for s in llms if s.user_message is not None]
+    if len({s.user_message for s in asked}) > 1:
+        asked = spans.ordered(asked)
+    candidates = (trace.input, root.input if root else None,
+                  first_argument(root.data_input) if root else None,
+                  root.user_message if root else None,
+                  asked[0].user_message if asked else None)  # fmt: skip
     found = next((c for c in candidates if isinstance(c, str)), None)
     if found is None:
         raise CellError(
@@ -136,39 +161,58 @@ def question_of(spans: Spans, llms: list[Span]) -> str:
     return found
 
 
+def answer_of(spans: Spans, llms: list[Span]) -> AnswerStep:
+    """The turn's answer: the last LLM reply that calls no tool, else the trace's or the
+    root's output."""
+    replies = [(s, s.assistant_message or s.output) for s in llms if not s.calls_tools]
+    said = {s.id: text for s, text in replies if text is not None}
+    last = spans.ordered([s for s in llms if s.id in said])[-1:]
+    root = spans.root()
+    found = [(said[s.id], s.id) for s in last] + [
+        (spans.trace.output, root.id if root else None),
+        (root.output if root else None, root.id if root else None),
+    ]
+    text, span_id = next(((t, i) for t, i in found if t is not None), (None, None))
+    if text is None:
+        raise CellError(
+            f"{spans.where}: no answer (no text reply on an LLM span that calls no tool, no "
+            "text output on the trace or its root)"
+        )
+    return AnswerStep(kind="answer", text=text, span=span_id)
+
+
+def tool_input(span: Span, llms: list[Span]) -> Any:
+    """A tool step's input: the arguments of the call it answers, where the LLM's reply
+    says (LangChain records a one-argument tool's input as the bare value), else its
+    traced input."""
+    if span.tool_call_id is not None:
+        for llm in llms:
+            for call, arguments in llm.tool_calls:
+                if call == span.tool_call_id:
+                    return arguments
+    return called_with(span.data_input)
+
+
 def turn_steps(trace: SpanTrace, options: StepOptions, where: str) -> list[Step]:
     """The steps of one span trace: its user step, retrievals and tools, and its answer."""
     spans = Spans(trace, where)
-    kinds = {s.id: step_kind(s, options) for s in trace.spans}
-    inside = {s.id: set(spans.ancestors(s)) for s in trace.spans}
-    retrievals = {i for i, k in kinds.items() if k == "retrieval"}
-    chosen = [s for s in trace.spans if kinds[s.id] and not inside[s.id] & retrievals]
-    taken = {s.id for s in chosen}
-    llms = spans.ordered([s for s in trace.spans if s.kind == "LLM" and not inside[s.id] & taken])
+    chosen = step_spans(spans, options)
+    llms = turn_llms(spans, chosen)
     question = question_of(spans, llms)
     root = spans.root()
     steps: list[Step] = [UserStep(kind="user", text=question, span=root.id if root else None)]
     for span in spans.ordered(chosen):
         at = f"{where}: span {span.id} ({span.name or span.kind})"
         if span.kind == "TOOL":
-            tool_input = called_with(span.data_input)
-            steps.append(retrieval_or_tool(span.name or "tool", tool_input, span.data_output,
-                                           question, options, at, span.id))  # fmt: skip
+            steps.append(retrieval_or_tool(span.name or "tool", tool_input(span, llms),
+                                           span.data_output, question, options, at,
+                                           span.id))  # fmt: skip
             continue
         if not span.documents and span.data_output is None:
             raise CellError(f"{at}: a retrieval step without its documents (no output)")
         query = span.input if span.input is not None else query_of(span.data_input)
         steps.append(retrieval(query, span.documents, question, span.id))
-    root_id = root.id if root else None
-    answers = [(trace.output, root_id), (root.output if root else None, root_id)]
-    if llms:
-        answers[:0] = [(llms[-1].assistant_message, llms[-1].id), (llms[-1].output, llms[-1].id)]
-    text, span_id = next(((t, i) for t, i in answers if t is not None), (None, None))
-    if text is None:
-        raise CellError(
-            f"{where}: no answer (no text output on its last LLM span, the trace or its root)"
-        )
-    steps.append(AnswerStep(kind="answer", text=text, span=span_id))
+    steps.append(answer_of(spans, llms))
     return steps
 
 

@@ -69,6 +69,9 @@ class Span:
     data_output: Any = None
     session: str | None = None
     is_root: bool = False  # marked the root by its tool (Langfuse), whatever its parent
+    calls_tools: bool = False  # an LLM span whose reply calls tools
+    tool_calls: tuple[tuple[str, Any], ...] = ()  # an LLM span's calls: (call id, arguments)
+    tool_call_id: str | None = None  # the call a TOOL span answers, where it says
 
 
 @dataclass(frozen=True, slots=True)

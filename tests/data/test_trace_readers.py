@@ -196,6 +196,11 @@ SINGLE_TURN = [
     ("datasets/samples/ragas-sample.jsonl", "ragas"), ("datasets/samples/ragas-v01.json", "ragas"),
     ("datasets/samples/deepeval-sample.csv", "deepeval"),
     ("datasets/samples/deepeval-sample.json", "deepeval"),
+    *[(f"tests/fixtures/real/{n}", "openinference") for n in (
+        "openinference-0.1.66-otlp-protobuf.json", "phoenix-20.26.1-get-spans.json",
+        "phoenix-20.26.1-spans.jsonl", "phoenix-20.26.1-spans.parquet")],
+    ("datasets/samples/openinference-otlp.json", "openinference"),
+    ("datasets/samples/phoenix-spans.jsonl", "openinference"),
     ("datasets/samples/langfuse-export.json", "langfuse"),
     ("datasets/samples/langfuse-observations.jsonl", "langfuse"),
     *[(f"datasets/{n}", "jsonl") for n in ("rag-fixture.jsonl", "calibration-fixture.jsonl",

@@ -64,13 +64,22 @@ def test_steps_follow_start_times_not_file_order(tmp_path: Path) -> None:
 
 
 def test_a_tie_is_broken_by_the_parent_link(tmp_path: Path) -> None:
-    # a tool and the retriever it calls start in the same millisecond: the tool first
-    tool = obs("tool", "TOOL", at(1), input={"args": [], "kwargs": {"q": "x"}}, output="done")
-    inner = hop("inner", at(1), parentObservationId="tool")
-    (trace,) = items(tmp_path, ROOT, inner, tool, ANSWER)
-    assert kinds(trace) == [("user", "root"), ("tool", "tool"), ("retrieval", "inner"),
+    # a tool and a tool it calls start in the same millisecond: the outer one first
+    outer = obs("outer", "TOOL", at(1), input={"args": [], "kwargs": {"q": "x"}}, output="done")
+    inner = obs("inner", "TOOL", at(1), parentObservationId="outer", output={"n": 1})
+    (trace,) = items(tmp_path, ROOT, inner, outer, ANSWER)
+    assert kinds(trace) == [("user", "root"), ("tool", "outer"), ("tool", "inner"),
                             ("answer", "gen")]  # fmt: skip
     assert isinstance(trace, Trace) and trace.steps[1].model_dump()["input"] == {"q": "x"}
+
+
+def test_a_tool_that_retrieves_is_its_retrieval(tmp_path: Path) -> None:
+    # LangGraph and LlamaIndex put the retriever inside the tool: one retrieval step
+    tool = obs("tool", "TOOL", at(1), input={"args": [], "kwargs": {"q": "x"}}, output="text")
+    inner = hop("inner", at(2), parentObservationId="tool")
+    (trace,) = items(tmp_path, ROOT, inner, tool, hop("h2", at(5)), ANSWER)
+    assert kinds(trace) == [("user", "root"), ("retrieval", "inner"), ("retrieval", "h2"),
+                            ("answer", "gen")]  # fmt: skip
 
 
 def test_steps_that_cannot_be_ordered(tmp_path: Path) -> None:
@@ -100,10 +109,11 @@ def test_a_retrieval_step_without_its_documents(tmp_path: Path) -> None:
 def test_a_trace_without_an_answer(tmp_path: Path) -> None:
     root = ROOT | {"output": None}
     assert failure(tmp_path, root, hop("h1", at(1)), hop("h2", at(5))) == (
-        "1: trace t1: no answer (no text output on its last LLM span, the trace or its root)"
+        "1: trace t1: no answer (no text reply on an LLM span that calls no tool, no text "
+        "output on the trace or its root)"
     )
     # an LLM call that only calls tools is no answer; the root's output then is
-    calls = obs("gen", "GENERATION", at(9), output={"role": "assistant", "content": None,
+    calls = obs("gen", "GENERATION", at(9), output={"role": "assistant", "content": "Let me see.",
                 "tool_calls": [{"name": "search"}]})  # fmt: skip
     (trace,) = items(tmp_path, ROOT | {"output": "Shipped."}, hop("h1", at(1)),
                      hop("h2", at(5)), calls)  # fmt: skip
