@@ -1,5 +1,5 @@
-"""What the trace readers share: their options, documents in a tool's output, contexts, times,
-a checked :class:`Trace`, and the one-row view of a trace (docs/semantics.md §8).
+"""What the trace readers share: their options, documents in a tool's output, contexts, a
+checked :class:`Trace`, and the one-row view of a trace (docs/semantics.md §8).
 
 - A tool is a *retrieval step* when its output is a list of documents (LangChain
   ``{page_content, metadata}``, LlamaIndex ``{node: {text, ...}, score}``, or objects with a
@@ -49,9 +49,9 @@ _BLANK_LINE = re.compile(r"\n[ \t\r]*\n")
 @dataclass(frozen=True, slots=True)
 class StepOptions:
     """How a trace reader maps records: ``retrieval_tools`` are tools read as retrieval
-    steps; ``flatten`` gives the one-row view of every trace; ``steps`` gives every record
-    as a trace, even one a single-turn reader reads as a row; ``sessions`` joins the traces
-    of one session into one trace of turns (span formats)."""
+    steps; ``flatten`` gives the one-row view of every trace; ``steps`` gives every span
+    trace as a trace, even one the single-turn readers read as a row; ``sessions`` joins the
+    traces of one session into one trace of turns (span formats)."""
 
     retrieval_tools: frozenset[str] = frozenset()
     flatten: bool = False
