@@ -18,11 +18,11 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from ragbatch.core import ConfigError, DatasetError, Row
+from ragbatch.core import STEP_KINDS, ConfigError, DatasetError, Row, Trace
 from ragbatch.data._hints import missing_default
 
 BOM = b"\xef\xbb\xbf"
@@ -45,6 +45,30 @@ class RowSource(Protocol):
     def sha256(self) -> str: ...
 
     def __iter__(self) -> Iterator[Row]: ...
+
+
+class ItemSource(Protocol):
+    """Rows and multi-step traces to evaluate, in input order (docs/semantics.md §8); a
+    reader of traces is one (``items()``), and its ``rows`` counts both."""
+
+    @property
+    def rows(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...
+
+    def items(self) -> Iterator[Row | Trace]: ...
+
+
+class Identified(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+ItemT = TypeVar("ItemT", bound=Identified)
 
 
 def max_line_bytes() -> int:
@@ -161,11 +185,26 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def untagged(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """A location without the tag pydantic adds inside a trace's steps (``steps[1].retrieval
+    .query`` is ``steps[1].query`` in the file)."""
+    if len(loc) > 2 and loc[0] == "steps" and isinstance(loc[1], int) and loc[2] in STEP_KINDS:
+        return loc[:2] + loc[3:]
+    return loc
+
+
 def describe(exc: ValidationError, ignore_hint: bool = True) -> str:
     """One line for the first problem pydantic found, in the dataset's own field names."""
     err = exc.errors()[0]
-    kind, loc, msg = err["type"], tuple(err["loc"]), err["msg"]
+    kind, loc, msg = err["type"], untagged(tuple(err["loc"])), err["msg"]
     where = field_path(loc)
+    if kind == "union_tag_invalid":
+        return (
+            f"field '{where}.kind': unknown step kind {err['ctx']['tag']!r} "
+            f"(one of {', '.join(STEP_KINDS)})"
+        )
+    if kind == "union_tag_not_found":
+        return f"missing field '{where}.kind'"
     if kind == "json_invalid":
         return f"invalid JSON: {err.get('ctx', {}).get('error', msg)}"
     if kind == "model_type" and not loc:
@@ -276,8 +315,8 @@ class FileReader:
         with self._open() as handle:
             yield from whole_lines(self._pieces(handle), limit, self._error)
 
-    def _admit(self, row: Row, line: int, ids: SeenIds) -> Row:
-        """Count a parsed row; its id must be new in the file."""
+    def _admit(self, row: ItemT, line: int, ids: SeenIds) -> ItemT:
+        """Count a parsed row (or trace); its id must be new in the file."""
         if not ids.add(row.id):
             raise self._error(line, f"duplicate row id {row.id!r}")
         self.rows += 1

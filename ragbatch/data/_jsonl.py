@@ -8,7 +8,7 @@ line limit (see :mod:`ragbatch.data._base`) is an error.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from ragbatch.data._base import (
     BOM,
     JSON_TYPES,
     FileReader,
+    ItemT,
     SeenIds,
     bounded_lines,
     describe,
@@ -51,6 +52,10 @@ class JsonlReader(FileReader):
         return Row.model_validate_json(orjson.dumps(data))
 
     def __iter__(self) -> Iterator[Row]:
+        return self._parsed(self._parse)
+
+    def _parsed(self, parse: Callable[[bytes], ItemT]) -> Iterator[ItemT]:
+        """``parse(line)`` of every non-blank line, admitted (unique ids, counted)."""
         limit = max_line_bytes()
         with self._open() as handle, closing(SeenIds()) as ids:
             for number, raw in bounded_lines(handle, limit, self._error):
@@ -64,11 +69,11 @@ class JsonlReader(FileReader):
                 except UnicodeDecodeError as exc:
                     raise self._error(number, f"not valid UTF-8: {exc.reason}") from None
                 try:
-                    row = self._parse(raw)
+                    item = parse(raw)
                 except ValidationError as exc:
                     message = describe(exc)
                     if self.rows == 0 and (hint := foreign_shape(raw)):
                         message = f"{message}: {hint}"
                     raise self._error(number, message) from None
-                yield self._admit(row, number, ids)
+                yield self._admit(item, number, ids)
         self._finish()

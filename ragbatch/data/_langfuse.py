@@ -34,11 +34,18 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ragbatch.core import ConfigError
 from ragbatch.data._records import CellError, kind
-from ragbatch.data._traces import Document, Span, Trace, TraceReader, document, group_traces
+from ragbatch.data._traces import (
+    Document,
+    Span,
+    Trace,
+    TraceReader,
+    decoded,
+    document,
+    group_traces,
+    instant,
+)
 
 EXPECTED = (
     "expected a Langfuse export: traces with id, input, output and observations[] (type "
@@ -46,17 +53,6 @@ EXPECTED = (
 )
 KINDS = {"GENERATION": "LLM", "RETRIEVER": "RETRIEVER"}
 TEXT_KEYS = ("page_content", "pageContent", "content", "text")
-
-
-def decoded(value: Any) -> Any:
-    """A value as data: Langfuse 5.x's observations API gives inputs and outputs as JSON
-    *strings*; a string that parses as a JSON object, array or string is that JSON."""
-    if isinstance(value, str) and value.lstrip().startswith(("{", "[", '"')):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
 
 
 def text(value: Any) -> str | None:
@@ -106,6 +102,12 @@ def documents(output: Any, where: str) -> list[Document]:
     return found
 
 
+def calls_tools(output: Any) -> bool:
+    """Whether a generation's output message calls tools (then it is not an answer)."""
+    output = decoded(output)
+    return isinstance(output, dict) and bool(output.get("tool_calls"))
+
+
 def _field(record: dict[str, Any], *names: str) -> Any:
     return next((record[n] for n in names if record.get(n) is not None), None)
 
@@ -121,6 +123,7 @@ def observation_span(record: dict[str, Any], trace_id: Any, line: int, where: st
     name = str(record.get("name") or "")
     is_retriever = obs_type == "RETRIEVER" or (obs_type == "SPAN" and "retriev" in name.lower())
     parent = _field(record, "parentObservationId", "parent_observation_id")
+    session = _field(record, "sessionId", "session_id")
     return Span(
         trace_id=trace_id,
         id=obs_id,
@@ -131,6 +134,13 @@ def observation_span(record: dict[str, Any], trace_id: Any, line: int, where: st
         output=text(record.get("output")),
         documents=documents(record.get("output"), where) if is_retriever else [],
         user_message=last_user_message(record.get("input")) if obs_type == "GENERATION" else None,
+        name=name,
+        start=instant(_field(record, "startTime", "start_time")),
+        data_input=decoded(record.get("input")),
+        data_output=decoded(record.get("output")),
+        session=session if isinstance(session, str) and session else None,
+        is_root=record.get("isRootObservation") is True,
+        calls_tools=calls_tools(record.get("output")),
     )
 
 
@@ -153,7 +163,16 @@ def trace_of(record: dict[str, Any], line: int) -> Trace:
             )
         spans.append(observation_span(item, _field(item, "traceId", "trace_id") or trace_id,
                                       line, where))  # fmt: skip
-    return Trace(trace_id, line, spans, text(trace.get("input")), text(trace.get("output")))
+    session = trace.get("sessionId")
+    return Trace(
+        trace_id,
+        line,
+        spans,
+        text(trace.get("input")),
+        text(trace.get("output")),
+        start=instant(trace.get("timestamp")),
+        session=session if isinstance(session, str) and session else None,
+    )
 
 
 def shape(record: dict[str, Any]) -> str | None:

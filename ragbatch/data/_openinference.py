@@ -35,7 +35,17 @@ from typing import Any
 
 from ragbatch.core import ConfigError
 from ragbatch.data._records import CellError, kind
-from ragbatch.data._traces import Document, Span, TraceReader, document, flatten, text_value
+from ragbatch.data._tool_calls import answered_call, call_arguments, llm_tool_calls, tool_output
+from ragbatch.data._traces import (
+    Document,
+    Span,
+    TraceReader,
+    decoded,
+    document,
+    flatten,
+    instant,
+    text_value,
+)
 
 SUFFIXES = (".json", ".jsonl", ".parquet")
 EXPECTED = (
@@ -147,24 +157,38 @@ def make_span(
     line: int,
     where: str,
     names: tuple[str, str] = ("traceId", "spanId"),
+    *,
+    name: Any = "",
+    start: Any = None,
 ) -> Span:
     """A :class:`Span` from its ids and OpenInference attributes (CellError if unusable)."""
     trace_id, span_id, parent = hex_id(trace_id, 16), hex_id(span_id, 8), hex_id(parent, 8)
-    for name, value in zip(names, (trace_id, span_id), strict=True):
+    for field, value in zip(names, (trace_id, span_id), strict=True):
         if not (isinstance(value, str) and value):
-            raise CellError(f"{where}{name}: expected a non-empty string, got {kind(value)}")
+            raise CellError(f"{where}{field}: expected a non-empty string, got {kind(value)}")
     span_kind = attrs.get("openinference.span.kind") or kind_ or ""
+    span_kind = span_kind.upper() if isinstance(span_kind, str) else ""
+    output, session = attrs.get("output.value"), attrs.get("session.id")
+    calls = llm_tool_calls(attrs)
     return Span(
         trace_id=trace_id,
         id=span_id,
         line=line,
         parent=parent if isinstance(parent, str) and parent else None,
-        kind=span_kind.upper() if isinstance(span_kind, str) else "",
+        kind=span_kind,
         input=text_value(attrs.get("input.value"), attrs.get("input.mime_type")),
-        output=text_value(attrs.get("output.value"), attrs.get("output.mime_type")),
+        output=text_value(output, attrs.get("output.mime_type")),
         documents=documents(attrs, where),
         user_message=last_message(attrs, "input", "user"),
         assistant_message=last_message(attrs, "output", "assistant"),
+        name=named if isinstance(named := attrs.get("tool.name") or name, str) else "",
+        start=instant(start),
+        data_input=decoded(attrs.get("input.value")),
+        data_output=tool_output(output) if span_kind == "TOOL" else decoded(output),
+        session=session if isinstance(session, str) and session else None,
+        calls_tools=bool(calls),
+        tool_calls=call_arguments(calls),
+        tool_call_id=answered_call(output) if span_kind == "TOOL" else None,
     )
 
 
@@ -189,7 +213,9 @@ def otlp_spans(request: dict[str, Any], line: int) -> list[Span]:
                     raise CellError(f"{where}expected an object, got {kind(span)}")
                 attrs = attributes(span.get("attributes"))
                 spans.append(make_span(span.get("traceId"), span.get("spanId"),
-                                       span.get("parentSpanId"), None, attrs, line, where))  # fmt: skip
+                                       span.get("parentSpanId"), None, attrs, line, where,
+                                       name=span.get("name"),
+                                       start=span.get("startTimeUnixNano")))  # fmt: skip
     order = {trace: n for n, trace in reversed(list(enumerate(s.trace_id for s in spans)))}
     return sorted(spans, key=lambda s: order[s.trace_id])
 
@@ -200,7 +226,8 @@ def phoenix_span(record: dict[str, Any], line: int) -> Span:
     attrs = {k[11:]: v for k, v in flat.items() if k.startswith("attributes.")}
     return make_span(flat.get("context.trace_id"), flat.get("context.span_id"),
                      flat.get("parent_id"), flat.get("span_kind"), attrs, line, "",
-                     ("context.trace_id", "context.span_id"))  # fmt: skip
+                     ("context.trace_id", "context.span_id"), name=flat.get("name"),
+                     start=flat.get("start_time"))  # fmt: skip
 
 
 class OpenInferenceReader(TraceReader):

@@ -25,7 +25,7 @@ import csv
 import io
 import itertools
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from itertools import chain
 from typing import Any
@@ -38,6 +38,7 @@ from ragbatch.data._arrays import array_items
 from ragbatch.data._base import (
     JSON_TYPES,
     FileReader,
+    ItemT,
     Pieces,
     SeenIds,
     describe,
@@ -279,15 +280,19 @@ class RecordReader(FileReader):
         return self._csv_records() if self.from_csv else self._json_records()
 
     def __iter__(self) -> Iterator[Row]:
+        return self._each(self._row)
+
+    def _each(self, build: Callable[[int, dict[str, Any]], ItemT]) -> Iterator[ItemT]:
+        """``build(line, record)`` of every record, admitted (unique ids, counted)."""
         with closing(SeenIds()) as ids:
             for line, record in self._records():
                 try:
-                    row = self._row(line, record)
+                    item = build(line, record)
                 except CellError as exc:
                     raise self._error(line, str(exc)) from None
                 except ValidationError as exc:
                     raise self._error(line, describe(exc, ignore_hint=False)) from None
-                yield self._admit(row, line, ids)
+                yield self._admit(item, line, ids)
         self._finish()
 
 

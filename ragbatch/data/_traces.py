@@ -10,8 +10,9 @@ A trace is its spans (Langfuse: observations) in file order. One row per trace:
   ``{"query": ..., "top_k": 3}`` input): a value is text when it is a string that is not
   JSON, or JSON holding one string (``"..."``, ``{"question": "..."}``);
 - question: the retriever's input, else the trace's own (Langfuse), else the root's, else
-  the LLM's last user message; answer: the LLM's last assistant message, else its output,
-  else the trace's, else the root's (a trace with neither is an error naming the trace);
+  the LLM's last user message, else the text the root's traced function was called with;
+  answer: the LLM's last assistant message, else its output, else the trace's, else the
+  root's (a trace with neither is an error naming the trace);
 - contexts: the retriever's documents in rank order; a document's id (or its metadata's
   ``id``) is the context id (else ``c<rank>``), its content the text, a string ``source``
   in its metadata the source; scores and other metadata are not judged and not kept;
@@ -26,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -60,6 +62,16 @@ class Span:
     documents: list[Document] = field(default_factory=list)
     user_message: str | None = None  # an LLM span's last user message
     assistant_message: str | None = None  # an LLM span's last assistant message
+    # what the trace readers (multi-step, docs/semantics.md §8) read beside
+    name: str = ""
+    start: int | None = None  # nanoseconds since the epoch
+    data_input: Any = None  # input and output as data (JSON text decoded)
+    data_output: Any = None
+    session: str | None = None
+    is_root: bool = False  # marked the root by its tool (Langfuse), whatever its parent
+    calls_tools: bool = False  # an LLM span whose reply calls tools
+    tool_calls: tuple[tuple[str, Any], ...] = ()  # an LLM span's calls: (call id, arguments)
+    tool_call_id: str | None = None  # the call a TOOL span answers, where it says
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +81,19 @@ class Trace:
     spans: list[Span]
     input: str | None = None  # the trace's own input/output (Langfuse), before the root's
     output: str | None = None
+    start: int | None = None  # the trace's own timestamp (Langfuse), in nanoseconds
+    session: str | None = None  # the trace's own session id (Langfuse)
+
+
+def decoded(value: Any) -> Any:
+    """A value as data: Langfuse 5.x's observations API gives inputs and outputs as JSON
+    *strings*; a string that parses as a JSON object, array or string is that JSON."""
+    if isinstance(value, str) and value.lstrip().startswith(("{", "[", '"')):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
 
 
 def text_value(value: Any, mime_type: Any = None) -> str | None:
@@ -93,6 +118,26 @@ def text_value(value: Any, mime_type: Any = None) -> str | None:
     if isinstance(data, dict) and len(data) == 1:
         only = next(iter(data.values()))
         return only if isinstance(only, str) else None
+    return None
+
+
+def instant(value: Any) -> int | None:
+    """A start time as nanoseconds since the epoch: OTLP's integer nanoseconds (a number or
+    its digits), an ISO 8601 text (no zone: UTC) or a datetime; None when there is none."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if isinstance(value, str) and value:
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+        nanos: int = getattr(moment, "nanosecond", 0)  # a pandas Timestamp keeps nanoseconds
+        return (delta.days * 86_400 + delta.seconds) * 10**9 + delta.microseconds * 1000 + nanos
     return None
 
 
@@ -161,6 +206,7 @@ def trace_row(trace: Trace) -> Row:
         trace.input,
         root.input if root else None,
         llm.user_message if llm else None,
+        first_argument(root.data_input) if root else None,
     )
     answer = _first(
         llm.assistant_message if llm else None,
@@ -195,6 +241,14 @@ def trace_row(trace: Trace) -> Row:
             llm=llm.id if llm else None,
         ),
     )
+
+
+def first_argument(value: Any) -> str | None:
+    """The text a traced function was called with (Langfuse's ``@observe`` records its
+    input as ``{"args": [text], "kwargs": {}}``)."""
+    args = value.get("args") if isinstance(value, dict) else None
+    only = args[0] if isinstance(args, list) and len(args) == 1 else None
+    return only if isinstance(only, str) else None
 
 
 def _first(*values: str | None) -> str | None:
