@@ -4,10 +4,13 @@ the mapping of failures to the project's kinds, the body cap, proxies, TLS — o
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import gzip
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 import threading
 import time
@@ -149,6 +152,14 @@ async def failure(http: RetryingClient) -> ProviderError:
     return caught.value
 
 
+def hang_up(conn: socket.socket) -> None:
+    """Wait, sending nothing, until the client closes the connection (10 s at most)."""
+    conn.settimeout(10)
+    with contextlib.suppress(OSError):
+        while conn.recv(65536):
+            pass
+
+
 def answer(data: bytes) -> Handler:
     def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
         conn.sendall(data)
@@ -189,18 +200,20 @@ async def test_stray_bytes_on_a_pooled_connection_never_answer_the_next_call(
     serve: Callable[[Handler], RawServer],
 ) -> None:
     calls = []
+    sent = threading.Event()
 
     def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
         calls.append(body)
         # the reply to this request, then a second, unasked-for one on the same connection
         conn.sendall(reply(b'{"n": %d}' % len(calls)) + reply(b'{"stray": true}'))
+        sent.set()
         return True
 
     server = serve(handler)
     http = client(server.url)
     try:
         first = (await http.call("/v1/x", b"{}", 1, raw)).value
-        time.sleep(0.2)  # the stray reply is in the socket's buffer now
+        assert sent.wait(5)  # sent on loopback: the stray reply is in the socket's buffer now
         second = (await http.call("/v1/x", b"{}", 1, raw)).value
     finally:
         await http.aclose()
@@ -247,7 +260,7 @@ async def test_a_refused_connection_is_a_connection_error() -> None:
 @pytest.mark.anyio
 async def test_a_silent_server_is_a_timeout(serve: Callable[[Handler], RawServer]) -> None:
     def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
-        time.sleep(2)
+        hang_up(conn)  # says nothing until the client gives up
         return False
 
     error = await failure(client(serve(handler).url, attempt_timeout_s=0.3))
@@ -257,12 +270,26 @@ async def test_a_silent_server_is_a_timeout(serve: Callable[[Handler], RawServer
 # --- the body cap --------------------------------------------------------------------------
 
 
+@functools.cache
 def gzip_bomb(inflated: int) -> bytes:
-    """A gzip stream of ``inflated`` zero bytes (about 1,000 times smaller)."""
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    """A gzip stream of ``inflated`` zero bytes (about 1,000 times smaller).
+
+    Each MiB is compressed after a full flush, which resets the compressor, so every MiB
+    compresses to the same bytes: one is compressed and repeated (deflating 256 MiB takes
+    seconds), then the gzip header and trailer (CRC-32 and length) are written around them.
+    """
     block = bytes(MiB)
-    parts = [packer.compress(block) for _ in range(inflated // MiB)]
-    return b"".join(parts) + packer.flush()
+    packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    piece = packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH)
+    assert packer.compress(block) + packer.flush(zlib.Z_FULL_FLUSH) == piece
+    crc = functools.reduce(lambda crc, _: zlib.crc32(block, crc), range(inflated // MiB), 0)
+    head = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # gzip, deflate, no name or time
+    trailer = struct.pack("<II", crc, inflated & 0xFFFFFFFF)
+    return head + piece * (inflated // MiB) + packer.flush() + trailer
+
+
+def test_the_bomb_is_a_gzip_stream_of_zeros() -> None:
+    assert gzip.decompress(gzip_bomb(4 * MiB)) == bytes(4 * MiB)
 
 
 @pytest.mark.usefixtures("each_wire")
@@ -287,7 +314,7 @@ async def test_a_huge_content_length_fails_before_reading(
 ) -> None:
     def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
         conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2000000000\r\n\r\n" + bytes(65536))
-        time.sleep(1)
+        hang_up(conn)  # the rest never comes: the client must stop at the head
         return False
 
     error = await failure(client(serve(handler).url))
@@ -584,10 +611,17 @@ async def test_a_call_cut_short_never_leaves_its_connection_in_the_pool(
 ) -> None:
     import asyncio
 
+    given_up, late_sent = threading.Event(), threading.Event()
+
     def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
-        if len(server.requests) == 1:
-            time.sleep(0.5)  # the first call gives up before this reply
-        conn.sendall(reply(b'{"n": %d}' % len(server.requests)))
+        n = len(server.requests)
+        if n == 1:
+            given_up.wait(10)  # the first call gives up before this reply
+        try:
+            conn.sendall(reply(b'{"n": %d}' % n))
+        finally:
+            if n == 1:
+                late_sent.set()
         return True
 
     server = serve(handler)
@@ -595,9 +629,10 @@ async def test_a_call_cut_short_never_leaves_its_connection_in_the_pool(
     try:
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(http.call("/v1/x", b"{}", 1, raw), 0.1)
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
         assert isinstance(http.wire, ConnWire) and not http.wire.pool  # closed, not left open
-        time.sleep(0.6)  # the late reply has arrived on the first connection by now
+        given_up.set()
+        assert late_sent.wait(5)  # the late reply is on (or refused by) the first connection
         second = (await http.call("/v1/x", b"{}", 1, raw)).value
     finally:
         await http.aclose()
@@ -782,8 +817,11 @@ async def test_what_a_burst_left_idle_is_closed_once_past_keep_alive(
 
     from ragbatch.providers import _http_conn
 
+    burst = threading.Barrier(4, timeout=10)
+
     def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
-        time.sleep(0.05)  # four calls at once need four connections
+        if len(server.requests) <= 4:
+            burst.wait()  # four calls at once: each has a connection of its own
         conn.sendall(reply())
         return True
 
@@ -792,13 +830,17 @@ async def test_what_a_burst_left_idle_is_closed_once_past_keep_alive(
     wire = http.wire
     assert isinstance(wire, ConnWire)
     monkeypatch.setattr(_http_conn, "KEEPALIVE_S", 0.4)
+    loop = asyncio.get_running_loop()
+    real_time, passed = loop.time, [0.0]
+    # the loop's clock, which times keep-alive, runs ahead by what the test says has passed
+    monkeypatch.setattr(loop, "time", lambda: real_time() + passed[0])
     try:
         await asyncio.gather(*(http.call("/v1/x", b"{}", 1, raw) for _ in range(4)))
         assert len(wire.pool) == 4
         for _ in range(6):  # one call at a time: the newest connection serves them all
             await http.call("/v1/x", b"{}", 1, raw)
-            await asyncio.sleep(0.1)
-        await asyncio.sleep(0.01)
+            passed[0] += 0.1
+        await asyncio.sleep(0)  # the closed connections' connection_lost
         assert len(wire.pool) == 1 and server.accepted == 4
     finally:
         await http.aclose()
