@@ -11,8 +11,6 @@ import diskcache
 
 from ragbatch.providers.cache._replies import ReplyCache
 
-# -- the schema: lean for a new cache, an older one still works -----------------------------------
-
 
 def schema(db: Path) -> dict[str, str]:
     with sqlite3.connect(db) as con:

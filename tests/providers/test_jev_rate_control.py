@@ -35,7 +35,6 @@ from tests.providers.jev_calls import (
 )
 
 
-# -- rate control --------------------------------------------------------------------------
 @pytest.mark.anyio
 async def test_429s_halve_concurrency(jev_server: JevServer) -> None:
     def first_six(index: int, body: dict[str, Any]) -> Fault | None:

@@ -13,7 +13,6 @@ from multidict import CIMultiDict
 from ragbatch.providers._jev import error_message, parse_retry_after
 from ragbatch.providers._replies import HttpReply
 
-# -- Retry-After ---------------------------------------------------------------------------
 NOW = 1_800_000_000
 
 
