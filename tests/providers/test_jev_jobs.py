@@ -12,11 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragbatch.cli._app import app
-from ragbatch.core._errors import (
-    EXIT_ABORTED,
-    EXIT_ROW_FAILURES,
-    RunAborted,
-)
+from ragbatch.core._errors import EXIT_ABORTED, EXIT_ROW_FAILURES, RunAborted
 from ragbatch.run._job import run_job
 from ragbatch.testing import Fault, JevServer
 from tests.conftest import job_config

@@ -19,10 +19,7 @@ import anyio
 import orjson
 import pytest
 
-from ragbatch.core._errors import (
-    ProviderError,
-    RunAborted,
-)
+from ragbatch.core._errors import ProviderError, RunAborted
 from ragbatch.core._provider import Reply
 from ragbatch.providers.cache._replies import CachedProvider, ReplyCache
 from ragbatch.testing import Fault, JevServer, count_input_tokens

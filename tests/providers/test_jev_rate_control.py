@@ -13,9 +13,7 @@ import anyio
 import orjson
 import pytest
 
-from ragbatch.core._errors import (
-    RateLimited,
-)
+from ragbatch.core._errors import RateLimited
 from ragbatch.core._provider import Reply
 from ragbatch.core._questions import build_request
 from ragbatch.core._schema import Row
