@@ -1,0 +1,34 @@
+"""The test suite keeps to the size rule of the code: no test module over 500 lines.
+
+A file past it is split by topic, the tests moved verbatim, shared helpers into a small module
+of the test package and shared fixtures into a conftest.py (tests/providers/ shows both).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+LIMIT = 500
+
+
+def line_counts(root: Path) -> dict[str, int]:
+    """Lines of every Python file under ``root``, by path relative to it."""
+    return {
+        path.relative_to(root).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+        for path in sorted(root.rglob("*.py"))
+    }
+
+
+def test_no_test_file_is_over_500_lines() -> None:
+    counts = line_counts(TESTS)
+    assert "test_test_files.py" in counts and "providers/conftest.py" in counts
+    assert {path: n for path, n in counts.items() if n > LIMIT} == {}
+
+
+def test_a_file_over_the_limit_is_found(tmp_path: Path) -> None:
+    (tmp_path / "deep").mkdir()
+    (tmp_path / "deep" / "test_long.py").write_text("x = 1\n" * (LIMIT + 1), encoding="utf-8")
+    (tmp_path / "test_short.py").write_text("x = 1\n" * LIMIT, encoding="utf-8")
+    counts = line_counts(tmp_path)
+    assert {path: n for path, n in counts.items() if n > LIMIT} == {"deep/test_long.py": 501}
