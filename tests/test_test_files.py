@@ -1,12 +1,18 @@
-"""The test suite keeps to the size rule of the code: no test module over 500 lines.
+"""The test suite's own rules: no test module over 500 lines (the size rule of the code), and
+tests marked slow run only where CI is set.
 
-A file past it is split by topic, the tests moved verbatim, shared helpers into a small module
-of the test package and shared fixtures into a conftest.py (tests/providers/ shows both).
+A file past 500 lines is split by topic, the tests moved verbatim, shared helpers into a small
+module of the test package and shared fixtures into a conftest.py (tests/providers/ shows both).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 TESTS = Path(__file__).resolve().parent
 LIMIT = 500
@@ -32,3 +38,23 @@ def test_a_file_over_the_limit_is_found(tmp_path: Path) -> None:
     (tmp_path / "test_short.py").write_text("x = 1\n" * LIMIT, encoding="utf-8")
     counts = line_counts(tmp_path)
     assert {path: n for path, n in counts.items() if n > LIMIT} == {"deep/test_long.py": 501}
+
+
+@pytest.mark.parametrize(
+    ("ci", "outcome"), [("", "1 skipped"), ("false", "1 skipped"), ("true", "1 passed")]
+)
+def test_slow_tests_run_only_where_ci_is_set(tmp_path: Path, ci: str, outcome: str) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(
+        "from tests.conftest import pytest_collection_modifyitems  # noqa: F401\n"
+    )
+    (suite / "test_one.py").write_text(
+        "import pytest\n\n\n@pytest.mark.slow\ndef test_slow() -> None:\n    pass\n"
+    )
+    env = {**os.environ, "CI": ci, "PYTHONPATH": str(TESTS.parent)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore", str(suite)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert outcome in done.stdout, done.stdout + done.stderr
