@@ -7,13 +7,11 @@ module of the test package and shared fixtures into a conftest.py (tests/provide
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester"]
 TESTS = Path(__file__).resolve().parent
 LIMIT = 500
 
@@ -41,20 +39,15 @@ def test_a_file_over_the_limit_is_found(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("ci", "outcome"), [("", "1 skipped"), ("false", "1 skipped"), ("true", "1 passed")]
+    ("ci", "outcome"), [("", "skipped"), ("false", "skipped"), ("true", "passed")]
 )
-def test_slow_tests_run_only_where_ci_is_set(tmp_path: Path, ci: str, outcome: str) -> None:
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "conftest.py").write_text(
-        "from tests.conftest import pytest_collection_modifyitems  # noqa: F401\n"
-    )
-    (suite / "test_one.py").write_text(
+def test_slow_tests_run_only_where_ci_is_set(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str, outcome: str
+) -> None:
+    monkeypatch.setenv("CI", ci)
+    pytester.makeconftest("from tests.conftest import pytest_collection_modifyitems  # noqa: F401")
+    pytester.makepyfile(
         "import pytest\n\n\n@pytest.mark.slow\ndef test_slow() -> None:\n    pass\n"
     )
-    env = {**os.environ, "CI": ci, "PYTHONPATH": str(TESTS.parent)}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore", str(suite)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert outcome in done.stdout, done.stdout + done.stderr
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-W", "ignore")
+    result.assert_outcomes(**{outcome: 1})
