@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,22 @@ from ragbatch.testing import JevServer
 
 ROOT = Path(__file__).resolve().parent.parent
 JEV_KEY = "test-key"
+
+
+def is_ci() -> bool:
+    """Whether ``CI`` is set to something true, as CI services set it (``CI=true``)."""
+    return os.environ.get("CI", "").strip().lower() not in {"", "0", "false", "no"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` run under CI (``CI=true``, as ``.ci/run`` sets it): the same
+    ``pytest`` skips them elsewhere, so a newcomer's first run stays short."""
+    if is_ci():
+        return
+    skip = pytest.mark.skip(reason="slow: runs where CI=true (CI=true pytest runs it here)")
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture

@@ -80,6 +80,7 @@ def test_snapshot_is_declared_package_data() -> None:
     assert "pricing/*.json" in project["tool"]["setuptools"]["package-data"]["ragbatch"]
 
 
+@pytest.mark.slow  # a pip install of the package and its dependencies: a minute or more
 @pytest.mark.timeout(600)
 def test_fresh_venv_install_runs_from_another_directory(tmp_path: Path) -> None:
     # the source is copied so the build writes nothing into the checkout (build/, egg-info)

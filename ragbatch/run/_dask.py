@@ -90,6 +90,9 @@ def local_cluster(n_workers: int) -> Iterator[distributed.Client]:
             processes=True,
             host="127.0.0.1",
             dashboard_address=None,
+            # the scheduler's HTTP routes (health, metrics) listen even with no dashboard, on
+            # port 8787 unless told: a free port instead, on loopback
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
         ) as cluster,
         dd.Client(cluster) as client,
     ):

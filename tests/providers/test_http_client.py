@@ -1,160 +1,36 @@
-"""The one HTTP client against a raw-socket HTTP/1.1 server on 127.0.0.1: framing edge cases,
-the mapping of failures to the project's kinds, the body cap, proxies, TLS — over both wires
-(the project's own connections, and aiohttp's session that a proxy gets)."""
+"""The one HTTP client against a raw-socket HTTP/1.1 server on 127.0.0.1: framing edge cases and
+the mapping of failures to the project's kinds, over both wires (the project's own connections,
+and aiohttp's session that a proxy gets). The server and the client: tests/providers/raw_http.py.
+"""
 
 from __future__ import annotations
 
 import gzip
-import shutil
 import socket
-import ssl
-import subprocess
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from ragbatch.cli._app import app
-from ragbatch.core._errors import EXIT_ROW_FAILURES, ProviderError, RunAborted
-from ragbatch.providers._apikey import Redactor
-from ragbatch.providers._http_aiohttp import AiohttpWire
-from ragbatch.providers._http_client import RESPONSE_TOO_LARGE_KIND, Policy, RetryingClient, Service
-from ragbatch.providers._http_conn import ConnWire
-from ragbatch.providers._http_wire import canonical_url, open_wire, proxy_for
-from ragbatch.providers._ratelimit import RateLimiter
-from ragbatch.providers._replies import HttpReply
-from ragbatch.providers.cache._replies import ReplyCache
-
-ROOT = Path(__file__).resolve().parents[2]
-KEY = "sk-test-key-7f3a"
-SERVICE = Service("the test API", "TEST_KEY", "x-request-id")
-MiB = 1024 * 1024
-
-# Given the connection, the request head and body: answer (sendall) and say whether to go on
-# reading requests on this connection.
-Handler = Callable[[socket.socket, bytes, bytes], bool]
-
-
-def reply(body: bytes = b"{}", extra: bytes = b"", status: bytes = b"200 OK") -> bytes:
-    head = b"HTTP/1.1 %s\r\ncontent-length: %d\r\n%s\r\n" % (status, len(body), extra)
-    return head + body
+from tests.providers.raw_http import (
+    KEY,
+    Handler,
+    RawServer,
+    answer,
+    client,
+    failure,
+    hang_up,
+    post,
+    raw,
+    reply,
+)
 
 
 def chunked(*parts: bytes) -> bytes:
     return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
-
-
-class RawServer:
-    """Reads each request (Content-Length framed) and lets ``handler`` answer on the socket."""
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-        self.accepted = 0
-        self.requests: list[bytes] = []  # request heads
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        buffer = b""
-        with conn:
-            try:
-                while True:
-                    while b"\r\n\r\n" not in buffer:
-                        data = conn.recv(65536)
-                        if not data:
-                            return
-                        buffer += data
-                    head, buffer = buffer.split(b"\r\n\r\n", 1)
-                    length = 0
-                    for line in head.split(b"\r\n")[1:]:
-                        name, _, value = line.partition(b":")
-                        if name.strip().lower() == b"content-length":
-                            length = int(value)
-                    while len(buffer) < length:
-                        buffer += conn.recv(65536)
-                    body, buffer = buffer[:length], buffer[length:]
-                    self.requests.append(head)
-                    if not self.handler(conn, head, body):
-                        return
-            except OSError:  # the client went away mid-answer (a capped body, a timeout)
-                return
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Handler], RawServer]]:
-    servers: list[RawServer] = []
-
-    def start(handler: Handler) -> RawServer:
-        servers.append(RawServer(handler))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
-
-
-WIRES = {"conn": ConnWire, "aiohttp": AiohttpWire}
-WIRE = ["conn"]  # the wire client() puts under the client: set by the fixture below
-
-
-@pytest.fixture(params=list(WIRES))
-def each_wire(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A test that uses it runs over each wire (the others: over the one a URL gets)."""
-    WIRE[0] = request.param
-    yield request.param
-    WIRE[0] = "conn"
-
-
-def client(url: str, **policy: float | str) -> RetryingClient:
-    settings = Policy(**{"attempt_timeout_s": 5.0, "max_retries": 0, **policy})  # type: ignore[arg-type]
-    http = RetryingClient(url, KEY, RateLimiter(8), settings, SERVICE, Redactor(KEY))
-    if not isinstance(http.wire, WIRES[WIRE[0]]) and isinstance(http.wire, ConnWire):
-        http.wire = WIRES[WIRE[0]](http.wire.url, settings)
-        http._wire_errors = http.wire.errors
-    return http
-
-
-def raw(reply: HttpReply) -> tuple[HttpReply, int]:
-    return reply, 0
-
-
-async def post(http: RetryingClient, body: bytes = b"{}") -> HttpReply:
-    try:
-        return (await http.call("/v1/x", body, 1, raw)).value
-    finally:
-        await http.aclose()
-
-
-async def failure(http: RetryingClient) -> ProviderError:
-    with pytest.raises(ProviderError) as caught:
-        await post(http)
-    return caught.value
-
-
-def answer(data: bytes) -> Handler:
-    def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
-        conn.sendall(data)
-        return True
-
-    return handler
 
 
 # --- framing -------------------------------------------------------------------------------
@@ -181,30 +57,6 @@ async def test_duplicate_content_length_is_an_error(
     server = serve(answer(head + b'{"ok": true}'))
     error = await failure(client(server.url))
     assert error.kind == "invalid-http-response" and not error.retryable
-
-
-@pytest.mark.usefixtures("each_wire")
-@pytest.mark.anyio
-async def test_stray_bytes_on_a_pooled_connection_never_answer_the_next_call(
-    serve: Callable[[Handler], RawServer],
-) -> None:
-    calls = []
-
-    def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
-        calls.append(body)
-        # the reply to this request, then a second, unasked-for one on the same connection
-        conn.sendall(reply(b'{"n": %d}' % len(calls)) + reply(b'{"stray": true}'))
-        return True
-
-    server = serve(handler)
-    http = client(server.url)
-    try:
-        first = (await http.call("/v1/x", b"{}", 1, raw)).value
-        time.sleep(0.2)  # the stray reply is in the socket's buffer now
-        second = (await http.call("/v1/x", b"{}", 1, raw)).value
-    finally:
-        await http.aclose()
-    assert (first.body, second.body) == (b'{"n": 1}', b'{"n": 2}')
 
 
 # --- failure kinds -------------------------------------------------------------------------
@@ -247,178 +99,14 @@ async def test_a_refused_connection_is_a_connection_error() -> None:
 @pytest.mark.anyio
 async def test_a_silent_server_is_a_timeout(serve: Callable[[Handler], RawServer]) -> None:
     def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
-        time.sleep(2)
+        hang_up(conn)  # says nothing until the client gives up
         return False
 
     error = await failure(client(serve(handler).url, attempt_timeout_s=0.3))
     assert error.kind == "timeout" and error.retryable
 
 
-# --- the body cap --------------------------------------------------------------------------
-
-
-def gzip_bomb(inflated: int) -> bytes:
-    """A gzip stream of ``inflated`` zero bytes (about 1,000 times smaller)."""
-    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
-    block = bytes(MiB)
-    parts = [packer.compress(block) for _ in range(inflated // MiB)]
-    return b"".join(parts) + packer.flush()
-
-
-@pytest.mark.usefixtures("each_wire")
-@pytest.mark.anyio
-async def test_a_decompression_bomb_fails_as_response_too_large(
-    serve: Callable[[Handler], RawServer],
-) -> None:
-    bomb = gzip_bomb(256 * MiB)  # ~250 KB on the wire
-    extra = b"content-encoding: gzip\r\ncontent-type: application/json\r\n"
-    server = serve(answer(reply(bomb, extra)))
-    started = time.perf_counter()
-    error = await failure(client(server.url, max_response_bytes=MiB))
-    assert error.kind == RESPONSE_TOO_LARGE_KIND and not error.retryable
-    assert "1048576-byte cap" in str(error)
-    assert time.perf_counter() - started < 5  # stopped at the cap, not after 256 MiB
-
-
-@pytest.mark.usefixtures("each_wire")
-@pytest.mark.anyio
-async def test_a_huge_content_length_fails_before_reading(
-    serve: Callable[[Handler], RawServer],
-) -> None:
-    def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
-        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2000000000\r\n\r\n" + bytes(65536))
-        time.sleep(1)
-        return False
-
-    error = await failure(client(serve(handler).url))
-    assert error.kind == RESPONSE_TOO_LARGE_KIND
-    assert "Content-Length 2000000000" in str(error)
-
-
-@pytest.mark.usefixtures("each_wire")
-@pytest.mark.anyio
-async def test_an_endless_chunked_body_is_capped(serve: Callable[[Handler], RawServer]) -> None:
-    def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
-        conn.sendall(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
-        piece = b"%x\r\n%s\r\n" % (65536, bytes(65536))
-        while True:  # until the client hangs up
-            conn.sendall(piece)
-
-    error = await failure(client(serve(handler).url, max_response_bytes=4 * MiB))
-    assert error.kind == RESPONSE_TOO_LARGE_KIND
-
-
-@pytest.mark.usefixtures("each_wire")
-@pytest.mark.anyio
-async def test_a_body_at_the_cap_is_accepted(serve: Callable[[Handler], RawServer]) -> None:
-    body = gzip.compress(b"x" * MiB)
-    server = serve(answer(reply(body, b"content-encoding: gzip\r\n")))
-    got = await post(client(server.url, max_response_bytes=MiB))
-    assert got.body == b"x" * MiB
-
-
-# --- proxies and URLs ----------------------------------------------------------------------
-
-
-@pytest.mark.anyio
-async def test_the_environment_s_proxy_is_used_and_no_proxy_bypasses_it(
-    serve: Callable[[Handler], RawServer], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    origin = serve(answer(reply(b'{"from": "origin"}')))
-    proxy = serve(answer(reply(b'{"from": "proxy"}')))
-    # a name the proxy resolves, not this machine: a direct call could not reach it
-    target = f"http://service.invalid:{origin.port}"
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTP_PROXY", proxy.url)
-    assert proxy_for(target) == proxy.url
-    got = await post(client(target))
-    assert got.body == b'{"from": "proxy"}'
-    assert proxy.requests[0].startswith(b"POST http://service.invalid:%d/v1/x " % origin.port)
-    assert b"authorization: bearer " + KEY.lower().encode() in proxy.requests[0].lower()
-
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    assert proxy_for(origin.url) is None
-    got = await post(client(origin.url))
-    assert got.body == b'{"from": "origin"}' and len(proxy.requests) == 1
-
-
-def test_legacy_ipv4_spellings_are_written_the_usual_way() -> None:
-    assert canonical_url("http://2130706433:8080/v1") == "http://127.0.0.1:8080/v1"
-    assert canonical_url("http://127.1") == "http://127.0.0.1"
-    assert canonical_url("https://api.typesafe.ai") == "https://api.typesafe.ai"
-    assert canonical_url("http://[::1]:9") == "http://[::1]:9"
-
-
-def test_a_run_against_a_bomb_fails_its_rows_and_caches_nothing(
-    serve: Callable[[Handler], RawServer], tmp_path: Path
-) -> None:
-    bomb = reply(
-        gzip_bomb(64 * MiB), b"content-encoding: gzip\r\ncontent-type: application/json\r\n"
-    )
-    server = serve(answer(bomb))
-    args = [
-        "run", str(ROOT / "datasets" / "rag-fixture.jsonl"), "--provider", "jev",
-        "--base-url", server.url, "--model", "jev-1.13.0",
-        "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "report.json"),
-        "--pricing", str(ROOT / "pricing" / "typesafe-2026-12.json"),
-        "--max-response-bytes", str(MiB), "--concurrency", "4",
-    ]  # fmt: skip
-    result = CliRunner().invoke(app, args, env={"TYPESAFE_API_KEY": KEY})
-    output = result.stdout + result.stderr
-    assert result.exit_code == EXIT_ROW_FAILURES, output
-    assert "response-too-large: 48 rows" in output and "1048576-byte cap" in output
-    assert len(server.requests) == 48  # not retried
-    assert len(ReplyCache(tmp_path / "cache", read_only=True)) == 0
-
-
-@pytest.fixture
-def tls_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """A TLS loopback server with a self-signed certificate for 127.0.0.1; its URL and the
-    certificate (the CA bundle that trusts it)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
-    listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-                with context.wrap_socket(conn, server_side=True) as tls:
-                    tls.recv(65536)
-                    tls.sendall(reply(b'{"tls": true}', b"connection: close\r\n"))
-            except (OSError, ssl.SSLError):
-                if listener.fileno() < 0:
-                    return
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield f"https://127.0.0.1:{port}", cert
-    listener.close()
-
-
-@pytest.mark.usefixtures("each_wire")
-@pytest.mark.anyio
-async def test_tls_is_verified_unless_told_otherwise(tls_server: tuple[str, Path]) -> None:
-    url, cert = tls_server
-    with pytest.raises(RunAborted, match="certificate"):  # the system's CAs do not trust it
-        await post(client(url))
-    trusted = client(url, verify=str(cert))
-    assert (await post(trusted)).body == b'{"tls": true}'
-    unchecked = client(url, verify=False)
-    assert (await post(unchecked)).body == b'{"tls": true}'
-
-
-# --- the project's own connections: framing llhttp does, the pool, the head ----------------
+# --- the project's own connections: framing llhttp does, the head -------------------------
 
 
 def deflate_raw(data: bytes) -> bytes:
@@ -490,28 +178,6 @@ async def test_a_body_read_to_the_close_is_complete_and_the_connection_not_reuse
 
 
 @pytest.mark.anyio
-@pytest.mark.usefixtures("each_wire")
-@pytest.mark.parametrize("closes", [False, True], ids=["keep-alive", "connection-close"])
-async def test_a_connection_is_reused_unless_the_server_closes_it(
-    serve: Callable[[Handler], RawServer], closes: bool
-) -> None:
-    extra = b"connection: close\r\n" if closes else b""
-
-    def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
-        conn.sendall(reply(b"{}", extra))
-        return not closes
-
-    server = serve(handler)
-    http = client(server.url)
-    try:
-        for _ in range(3):
-            assert (await http.call("/v1/x", b"{}", 1, raw)).value.status == 200
-    finally:
-        await http.aclose()
-    assert server.accepted == (3 if closes else 1)
-
-
-@pytest.mark.anyio
 @pytest.mark.parametrize(
     ("framed", "message"),
     [
@@ -580,75 +246,6 @@ async def test_reply_headers_are_read_case_insensitively_with_the_reason(
 
 
 @pytest.mark.anyio
-async def test_a_call_cut_short_never_leaves_its_connection_in_the_pool(
-    serve: Callable[[Handler], RawServer],
-) -> None:
-    import asyncio
-
-    def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
-        if len(server.requests) == 1:
-            time.sleep(0.5)  # the first call gives up before this reply
-        conn.sendall(reply(b'{"n": %d}' % len(server.requests)))
-        return True
-
-    server = serve(handler)
-    http = client(server.url)
-    try:
-        with pytest.raises(TimeoutError):
-            await asyncio.wait_for(http.call("/v1/x", b"{}", 1, raw), 0.1)
-        await asyncio.sleep(0.01)
-        assert isinstance(http.wire, ConnWire) and not http.wire.pool  # closed, not left open
-        time.sleep(0.6)  # the late reply has arrived on the first connection by now
-        second = (await http.call("/v1/x", b"{}", 1, raw)).value
-    finally:
-        await http.aclose()
-    assert second.body == b'{"n": 2}' and server.accepted == 2
-
-
-@pytest.mark.anyio
-async def test_an_idle_connection_past_keep_alive_is_not_reused(
-    serve: Callable[[Handler], RawServer], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from ragbatch.providers import _http_conn
-
-    server = serve(answer(reply()))
-    http = client(server.url)
-    try:
-        await http.call("/v1/x", b"{}", 1, raw)
-        await http.call("/v1/x", b"{}", 1, raw)
-        assert server.accepted == 1
-        monkeypatch.setattr(_http_conn, "KEEPALIVE_S", 0.0)
-        await http.call("/v1/x", b"{}", 1, raw)
-    finally:
-        await http.aclose()
-    assert server.accepted == 2
-
-
-@pytest.mark.anyio
-async def test_a_name_is_resolved_and_an_unknown_one_is_a_connection_error(
-    serve: Callable[[Handler], RawServer],
-) -> None:
-    server = serve(answer(reply(b'{"by": "name"}')))
-    got = await post(client(f"http://localhost:{server.port}"))
-    assert got.body == b'{"by": "name"}'
-    error = await failure(client("http://no-such-host.invalid:9"))
-    assert error.kind == "connection"
-
-
-def test_a_direct_origin_gets_the_own_wire_and_a_proxy_or_credentials_aiohttp_s(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    policy = Policy()
-    assert isinstance(open_wire("https://api.typesafe.ai", policy), ConnWire)
-    assert isinstance(open_wire("http://127.1:8080/v1/", policy), ConnWire)
-    assert isinstance(open_wire("https://user:pw@api.typesafe.ai", policy), AiohttpWire)
-    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
-    assert isinstance(open_wire("https://api.typesafe.ai", policy), AiohttpWire)
-
-
-@pytest.mark.anyio
 @pytest.mark.usefixtures("each_wire")
 async def test_third_party_servers_framings_are_read(tmp_path: Path) -> None:
     """aiohttp's server compressing a chunked reply, and the standard library's HTTP/1.0
@@ -700,106 +297,3 @@ async def test_third_party_servers_framings_are_read(tmp_path: Path) -> None:
         old.server_close()
         await runner.cleanup()
         await asyncio.sleep(0)
-
-
-def test_a_client_used_from_another_event_loop_opens_new_connections(
-    serve: Callable[[Handler], RawServer],
-) -> None:
-    import asyncio
-
-    server = serve(answer(reply()))
-    http = client(server.url)
-
-    async def status() -> int:
-        return (await http.call("/v1/x", b"{}", 1, raw)).value.status
-
-    assert asyncio.run(status()) == 200
-    assert asyncio.run(status()) == 200  # the first loop's connection died with it
-    asyncio.run(http.aclose())
-    assert server.accepted == 2
-
-
-@pytest.mark.anyio
-async def test_a_name_s_addresses_are_raced_past_one_that_hangs(
-    serve: Callable[[Handler], RawServer], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The first address takes no connection (its accept queue is full: a SYN waits), the
-    second answers: raced, the call takes ~0.25 s, not the attempt's 5 s."""
-    server = serve(answer(reply(b'{"via": "second"}')))
-    stuck = socket.create_server(("127.0.0.1", 0), backlog=0)
-    filler = socket.create_connection(stuck.getsockname())  # fills the queue
-    http = client(f"http://service.test:{server.port}")
-    wire = http.wire
-    assert isinstance(wire, ConnWire)
-    infos: list[tuple[int, int, int, str, tuple[str, int]]] = [
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", stuck.getsockname()),
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", server.port)),
-    ]
-    looked_up = []
-
-    async def look_up(loop: object) -> list[tuple[int, int, int, str, tuple[str, int]]]:
-        looked_up.append(1)
-        return infos
-
-    monkeypatch.setattr(wire, "_look_up", look_up)
-    started = time.perf_counter()
-    try:
-        assert (await post(http)).body == b'{"via": "second"}'
-    finally:
-        filler.close()
-        stuck.close()
-    assert time.perf_counter() - started < 2.5 and looked_up == [1]
-
-
-@pytest.mark.anyio
-async def test_an_ipv6_literal_is_connected_to_and_named_in_the_host_header() -> None:
-    try:
-        listener = socket.create_server(("::1", 0), family=socket.AF_INET6)
-    except OSError:
-        pytest.skip("no IPv6 loopback here")
-    port = listener.getsockname()[1]
-    heads: list[bytes] = []
-
-    def serve_one() -> None:
-        conn, _ = listener.accept()
-        with conn:
-            heads.append(conn.recv(65536))
-            conn.sendall(reply(b'{"v6": true}'))
-
-    threading.Thread(target=serve_one, daemon=True).start()
-    try:
-        got = await post(client(f"http://[::1]:{port}"))
-    finally:
-        listener.close()
-    assert got.body == b'{"v6": true}'
-    assert b"\r\nHost: [::1]:%d\r\n" % port in heads[0]
-
-
-@pytest.mark.anyio
-async def test_what_a_burst_left_idle_is_closed_once_past_keep_alive(
-    serve: Callable[[Handler], RawServer], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import asyncio
-
-    from ragbatch.providers import _http_conn
-
-    def handler(conn: socket.socket, head: bytes, body: bytes) -> bool:
-        time.sleep(0.05)  # four calls at once need four connections
-        conn.sendall(reply())
-        return True
-
-    server = serve(handler)
-    http = client(server.url)
-    wire = http.wire
-    assert isinstance(wire, ConnWire)
-    monkeypatch.setattr(_http_conn, "KEEPALIVE_S", 0.4)
-    try:
-        await asyncio.gather(*(http.call("/v1/x", b"{}", 1, raw) for _ in range(4)))
-        assert len(wire.pool) == 4
-        for _ in range(6):  # one call at a time: the newest connection serves them all
-            await http.call("/v1/x", b"{}", 1, raw)
-            await asyncio.sleep(0.1)
-        await asyncio.sleep(0.01)
-        assert len(wire.pool) == 1 and server.accepted == 4
-    finally:
-        await http.aclose()

@@ -92,19 +92,39 @@ def _echoes() -> dict[str, str]:
     }
 
 
+def denied(echo: str) -> Fault:
+    body = json.dumps({"error": {"message": f"denied for token {echo} (see logs)"}})
+    return Fault(kind="status", status=400, body=body)
+
+
+# The views (Markdown, HTML) are built from the report, and drawing the HTML's charts costs
+# more than the run: they are checked once, on a run whose rows hold every echo, below.
 @pytest.mark.parametrize(("label", "echo"), list(_echoes().items()), ids=list(_echoes()))
 def test_an_encoded_key_in_an_error_body_is_masked_in_every_output(
     start_jev_server: StartServer, tmp_path: Path, label: str, echo: str
 ) -> None:
-    body = json.dumps({"error": {"message": f"denied for token {echo} (see logs)"}})
+    server = start_jev_server(api_key=KEY, fault_fn=lambda index, _: denied(echo))
+    code, output = run_cli(server, tmp_path, KEY)
+    assert code == EXIT_ROW_FAILURES, output
+    lines = (tmp_path / "rows.jsonl").read_text().splitlines()
+    assert len(lines) == 48 and all("denied for token " in x and "***" in x for x in lines)
+    assert "first rag-001: HTTP 400: denied for token " in output
+    assert leaks(tmp_path, output) == [], label
+
+
+def test_every_encoded_echo_is_masked_in_the_views(
+    start_jev_server: StartServer, tmp_path: Path
+) -> None:
+    echoes = list(_echoes().values())
     server = start_jev_server(
-        api_key=KEY, fault_fn=lambda index, _: Fault(kind="status", status=400, body=body)
+        api_key=KEY, fault_fn=lambda index, _: denied(echoes[index % len(echoes)])
     )
     code, output = run_cli(server, tmp_path, KEY, *views(tmp_path))
     assert code == EXIT_ROW_FAILURES, output
     lines = (tmp_path / "rows.jsonl").read_text().splitlines()
     assert len(lines) == 48 and all("denied for token " in x and "***" in x for x in lines)
-    assert leaks(tmp_path, output) == [], label
+    assert (tmp_path / "r.md").exists() and (tmp_path / "r.html").exists()
+    assert leaks(tmp_path, output) == []
 
 
 def test_the_redactor_leaves_other_text_alone() -> None:

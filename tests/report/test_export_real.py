@@ -42,11 +42,25 @@ def test_phoenix_records_fit_the_rest_schema_and_were_kept_by_a_live_server() ->
         assert [kept[(route, r["span_id"])] for r in written] == [r["result"] for r in written]
 
 
-def test_the_old_flat_lines_lose_the_verdict_on_the_rest_route() -> None:
-    # what the REST schema reads from a line without "result": no label, score or explanation
+def test_the_rest_route_reads_each_row_s_verdict_from_the_export() -> None:
+    # Phoenix's REST route reads only the fields its schema names (the flat label, score and
+    # explanation are the dataframe helper's): what it reads of ragbatch's records must still
+    # carry each row's verdict, on the row's root span
     excerpt = load("phoenix-20.26.1-openapi-span-annotations.json")
-    data = excerpt["components"]["schemas"]["SpanAnnotationData"]["properties"]
-    assert "result" in data and not {"label", "score", "explanation"} & set(data)
+    read = set(excerpt["components"]["schemas"]["SpanAnnotationData"]["properties"])
+    rows = report_rows([("t1", "00000000000000a1"), ("t2", "00000000000000b2")])
+    records = export_rows(rows, "phoenix").records
+    schema = {**excerpt["requestBody"], "components": excerpt["components"]}
+    jsonschema.validate({"data": records}, schema)
+    seen = [{k: v for k, v in record.items() if k in read} for record in records]
+    assert [(r["span_id"], r["name"], r["annotator_kind"], r["result"]) for r in seen] == [
+        ("00000000000000a1", "ragbatch", "LLM",
+         {"label": "PASS", "score": 1.0, "explanation": "Jev: PASS (confidence 0.81, route auto)"}),
+        ("00000000000000b2", "ragbatch", "LLM",
+         {"label": "GENERATOR_UNGROUNDED", "score": 0.0,
+          "explanation": "Jev: GENERATOR_UNGROUNDED (confidence 0.81, route auto)"}),
+    ]  # fmt: skip
+    assert [r["metadata"]["row_id"] for r in seen] == ["q1", "q2"]
 
 
 @pytest.mark.parametrize("tag", ["3.14.6", "5.2.0"])

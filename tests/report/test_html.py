@@ -1,17 +1,13 @@
-"""The HTML report: structure (html.parser), self-containment, claim highlights, escaping, the
-missing extra, and a headless Chromium smoke test (no console errors, charts in the DOM)."""
+"""The HTML report: structure (html.parser), self-containment, claim highlights, escaping and
+the missing extra (the headless Chromium smoke tests: test_html_browser.py)."""
 
 from __future__ import annotations
 
 import ast
 import html
-import os
 import re
-import shutil
-import subprocess
 import sys
 from collections import Counter
-from html.parser import HTMLParser
 from pathlib import Path
 
 import matplotlib
@@ -30,10 +26,8 @@ from ragbatch.report._html import ROW_CAP, answer_segments, report_html
 from ragbatch.report._models import ClaimOut, Report
 from ragbatch.run._job import run_job
 from ragbatch.run._options import RunOptions
+from tests.report.html_page import CHART_IDS, ROOT, Page, dataset_texts, overlapping
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART_IDS = ("chart-reliability", "chart-risk-coverage", "chart-tradeoff")
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
 GOOD = {"supported": 0.95, "contradicted": 0.01, "insufficient": 0.03, "not_applicable": 0.01}
 MOCK = {
     "retrieval": {"chunkRelevance": {"p1": 0.95, "p2": 0.9}, "sufficiency": 0.9, "conflict": 0.05},
@@ -78,75 +72,6 @@ CLAIM_ROWS = [
 ]
 
 
-class Page(HTMLParser):
-    """What the tests look at: ids, their nesting, resource URLs, marks and row-table rows."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.stack: list[tuple[str, str | None]] = []
-        self.ids: list[str] = []
-        self.svg_in: set[str] = set()
-        self.urls: list[str] = []
-        self.tags: Counter[str] = Counter()
-        self.marks: list[dict[str, str]] = []
-        self.rows: list[dict[str, str]] = []
-        self._mark: dict[str, str] | None = None
-        self.feed(text)
-        self.close()
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = {k: v or "" for k, v in attrs}
-        self.tags[tag] += 1
-        self.urls += [v for k, v in found.items() if k in {"src", "href", "xlink:href", "action"}]
-        if "id" in found:
-            self.ids.append(found["id"])
-        if tag == "svg":
-            self.svg_in.update(i for _, i in self.stack if i)
-        if tag == "mark":
-            self._mark = {
-                "class": found.get("class", ""),
-                "title": found.get("title", ""),
-                "text": "",
-            }
-        if tag == "tr" and "data-diagnosis" in found:
-            self.rows.append(found)
-        if tag not in VOID:
-            self.stack.append((tag, found.get("id")))
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags[tag] += 1
-        self.urls += [v or "" for k, v in attrs if k in {"src", "href", "xlink:href"}]
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "mark" and self._mark is not None:
-            if self._mark["title"]:  # claim marks only, not the legend
-                self.marks.append(self._mark)
-            self._mark = None
-        while self.stack:
-            if self.stack.pop()[0] == tag:
-                break
-
-    def handle_data(self, data: str) -> None:
-        if self._mark is not None:
-            self._mark["text"] += data
-
-
-@pytest.fixture(scope="module")
-def report() -> Report:
-    return Report.model_validate_json((ROOT / "reports/expected-report.json").read_bytes())
-
-
-def dataset_texts(path: Path) -> tuple[dict[str, str], dict[str, str]]:
-    """Answers and questions by row id."""
-    rows = list(JsonlReader(path))
-    return {r.id: r.answer for r in rows}, {r.id: r.question for r in rows}
-
-
-@pytest.fixture(scope="module")
-def page_html(report: Report) -> str:
-    return report_html(report, *dataset_texts(ROOT / "datasets/rag-fixture.jsonl"))
-
-
 @pytest.fixture(scope="module")
 def claims_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, dict[str, str]]:
     data = tmp_path_factory.mktemp("claims") / "claims.jsonl"
@@ -156,20 +81,6 @@ def claims_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, dict[
         RunOptions.of(quiet=True, dataset=data, out=None, groundedness="claims", pricing=pricing)
     ).report
     return report, {row.id: row.answer for row in JsonlReader(data)}
-
-
-@pytest.fixture(scope="module")
-def golden_page() -> str:
-    """The golden-set fixture's page: diagnostic matrix, golden sections, flagged slices."""
-    data = ROOT / "datasets/golden-fixture.jsonl"
-    config = RunOptions.of(
-        quiet=True,
-        dataset=data,
-        out=None,
-        pricing=ROOT / "pricing/typesafe-2026-12.json",
-        slice_by=("docType",),
-    )
-    return report_html(run_job(config).report, *dataset_texts(data))
 
 
 def section(page: str, section_id: str) -> str:
@@ -270,15 +181,6 @@ def label_boxes(report: Report) -> list[tuple[float, ...]]:
         fig, labels = charts.sweep_figure(report)
         fig.draw_without_rendering()
         return [tuple(Text.get_window_extent(label).extents) for label in labels]
-
-
-def overlapping(boxes: list[tuple[float, ...]]) -> list[tuple[int, int]]:
-    return [
-        (i, j)
-        for i, a in enumerate(boxes)
-        for j, b in enumerate(boxes[i + 1 :], start=i + 1)
-        if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-    ]
 
 
 def test_sweep_labels_do_not_overlap(report: Report) -> None:
@@ -409,75 +311,6 @@ def test_segments_give_back_the_answer(answer: str, spans: list[tuple[int, int, 
     assert all(s.verdict != "supported" for s in segments)
 
 
-# -- headless Chromium ---------------------------------------------------------------------------
-
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--enable-logging=stderr",
-    "--v=0",
-]
-
-
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium", path="/usr/bin")
-    if found:
-        return found
-    if os.environ.get("CI", "").strip().lower() not in {"", "0", "false", "no"}:
-        pytest.fail("chromium is required under CI (apt-get install chromium)")
-    pytest.skip("chromium is not installed (apt-get install chromium)")
-
-
-def load(page: Path, tmp_path: Path, fragment: str = "", *extra: str) -> tuple[str, list[str]]:
-    """The DOM after load and the page's console lines (Chromium logs them as CONSOLE)."""
-    command = [chromium(), *FLAGS, *extra, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom"]
-    result = subprocess.run(
-        [*command, page.resolve().as_uri() + fragment], capture_output=True, text=True, timeout=90
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result.stdout, [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
-
-
-@pytest.mark.parametrize(("ci", "outcome"), [("true", "fail"), ("", "skip"), ("false", "skip")])
-def test_missing_chromium_fails_only_under_ci(
-    ci: str, outcome: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(shutil, "which", lambda *_, **__: None)
-    monkeypatch.setenv("CI", ci)
-    expected = pytest.fail.Exception if outcome == "fail" else pytest.skip.Exception
-    with pytest.raises(expected):
-        chromium()
-
-
-def test_browser_console_catches_errors(tmp_path: Path) -> None:
-    # guards the check below: a throwing page must be seen, or "no console lines" means nothing
-    page = tmp_path / "broken.html"
-    page.write_text("<!DOCTYPE html><p>x</p><script>undefinedFunction();</script>", "utf-8")
-    _, console = load(page, tmp_path)
-    assert any("Uncaught" in line for line in console)
-
-
-def test_browser_renders_without_console_errors(page_html: str, tmp_path: Path) -> None:
-    page = tmp_path / "report.html"
-    page.write_text(page_html, encoding="utf-8")
-    dom, console = load(page, tmp_path, "#diagnosis=JUDGE_UNCERTAIN")
-    assert console == []
-    for chart in CHART_IDS:
-        assert f'id="{chart}"' in dom
-    assert dom.count("<svg") >= 3 and 'id="confusion"' in dom and 'id="rows"' in dom
-    # the filter script ran: the fragment chose a diagnosis, the other rows are hidden
-    rows = Page(dom).rows
-    shown = Counter(r["data-diagnosis"] for r in rows if "hidden" not in r)
-    assert shown == {"JUDGE_UNCERTAIN": 6}
-    assert len(rows) == 48 and '<span id="rows-shown">6</span>' in dom
-
-
 def test_guarded_run_shows_both_routings_and_the_guarantee(tmp_path: Path) -> None:
     pricing = ROOT / "pricing/typesafe-2026-12.json"
     guarded = run_job(
@@ -504,50 +337,3 @@ def test_guarded_run_shows_both_routings_and_the_guarantee(tmp_path: Path) -> No
     page_html = report_html(promised)
     assert "guarantee" in Page(page_html).ids
     assert "At ≤ 5% risk (95% confidence) Jev decides" in page_html
-
-
-# Measures the laid-out page (test only: the report's own page has exactly one script).
-PROBE = """<script>
-(function () {
-  function box(el) { var r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }
-  var out = {viewport: document.documentElement.clientWidth, heads: {}};
-  out.labels = Array.prototype.map.call(
-    document.querySelectorAll('#chart-sweep g[id^="sweep-sweep-label-"]'), box);
-  out.slices = box(document.querySelector("#slices .scroll"));
-  document.querySelectorAll("#slices th").forEach(function (th) { out.heads[th.textContent] = box(th); });
-  var key = document.querySelector("#mismatch-legend .mismatch-key");
-  var cell = document.querySelector("#rows-table tr.mismatch td.diagnosis");
-  out.legend = getComputedStyle(key).color;
-  out.mismatch = getComputedStyle(cell).color;
-  out.plain = getComputedStyle(document.querySelector("#rows-table tr:not(.mismatch) td.diagnosis")).color;
-  var question = document.querySelector("#rows-table td.question");
-  out.question = question.textContent;
-  out.questionBox = box(question);
-  var pre = document.createElement("pre");
-  pre.id = "probe";
-  pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
-}());
-</script>"""
-
-
-def test_browser_shows_the_new_parts(golden_page: str, tmp_path: Path) -> None:
-    page = tmp_path / "golden.html"
-    page.write_text(golden_page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    dom, console = load(page, tmp_path, "", "--window-size=1280,900")
-    assert console == []
-    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
-    assert found is not None
-    probe = orjson.loads(html.unescape(found.group(1)))
-    # the threshold-sweep labels, as the browser draws them, do not overlap
-    labels = probe["labels"]
-    assert len(labels) == 5 and overlapping([tuple(b) for b in labels]) == []
-    # the slices' flag and reason columns are on screen without scrolling
-    right = min(probe["slices"][2], probe["viewport"])
-    for head in ("flag", "reason"):
-        assert probe["heads"][head][2] <= right, (head, probe["heads"][head], right)
-    # the legend's swatch is the red of a mismatched diagnosis, which plain ones are not
-    assert probe["legend"] == probe["mismatch"] == "rgb(185, 28, 28)" != probe["plain"]
-    first = next(iter(JsonlReader(ROOT / "datasets/golden-fixture.jsonl")))
-    assert probe["question"] == first.question
-    assert probe["questionBox"][2] <= probe["viewport"]  # the question column is on screen

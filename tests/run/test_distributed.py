@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,11 +47,28 @@ def test_missing_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch, tmp_pa
         run_on_dask(RunOptions.of(quiet=True), 2, None)  # type: ignore[arg-type]
 
 
+STARTED: list[str] = []  # the warnings while the module's cluster started
+
+
 @pytest.fixture(scope="module")
 def client() -> Iterator[Client]:
-    """Two single-threaded worker processes on 127.0.0.1, shared by the tests of this module."""
-    with local_cluster(2) as client:
+    """Two single-threaded worker processes on 127.0.0.1, shared by the tests of this module;
+    Dask's default port for the scheduler's HTTP routes (8787) is held while they start."""
+    with contextlib.ExitStack() as stack:
+        with contextlib.suppress(OSError):  # taken already: as good
+            stack.enter_context(socket.create_server(("127.0.0.1", 8787)))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            client = stack.enter_context(local_cluster(2))
+        STARTED.extend(str(w.message) for w in seen)
         yield client
+
+
+def test_the_local_cluster_listens_on_free_loopback_ports(client: Client) -> None:
+    scheduler = client.cluster.scheduler  # type: ignore[union-attr]
+    assert scheduler.http_server.address == "127.0.0.1"
+    assert scheduler.http_server.port != 8787
+    assert [m for m in STARTED if "already in use" in m] == []  # 8787 was not even tried
 
 
 @pytest.mark.timeout(120)
@@ -88,6 +108,7 @@ def apart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Client, Pa
         dd.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address=None, local_directory=str(own),
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
         ) as cluster,
         dd.Client(cluster) as client,
     ):  # fmt: skip

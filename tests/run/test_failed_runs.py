@@ -47,14 +47,27 @@ def files_of(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-@pytest.fixture
-def earlier(jev_server: JevServer, tmp_path: Path) -> dict[str, bytes]:
-    """A successful run's outputs in ``tmp_path / "out"``."""
-    code, err = cli(command(jev_server, tmp_path / "out", tmp_path / "cache"))
+@pytest.fixture(scope="module")
+def successful_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """A successful run's outputs, made once for the module (a run with every view costs
+    seconds; what a failed run must keep is their bytes)."""
+    folder = tmp_path_factory.mktemp("earlier")
+    with JevServer(api_key=JEV_KEY) as server:
+        code, err = cli(command(server, folder / "out", folder / "cache"))
     assert code == 0, err
-    files = files_of(tmp_path / "out")
+    files = files_of(folder / "out")
     assert sorted(files) == sorted(OUTPUTS)
     return files
+
+
+@pytest.fixture
+def earlier(tmp_path: Path, successful_run: dict[str, bytes]) -> dict[str, bytes]:
+    """A successful run's outputs in ``tmp_path / "out"``."""
+    (tmp_path / "out").mkdir()
+    for name, data in successful_run.items():
+        (tmp_path / "out" / name).write_bytes(data)
+    assert files_of(tmp_path / "out") == successful_run
+    return successful_run
 
 
 def reject_from(n: int) -> Any:

@@ -15,7 +15,7 @@ from ragbatch.providers._ratelimit import RateLimiter
 from ragbatch.run._progress import Progress, Snapshot
 from ragbatch.testing import Fault, JevServer
 from tests.conftest import JEV_KEY
-from tests.providers.test_jev_provider import make_call, open_provider, settings_for
+from tests.providers.jev_calls import make_call, open_provider, settings_for
 from tests.run.test_operations import DATASET, PRICING, cli
 
 HOLD = re.compile(r", on hold (\d+) s more \(HTTP 429, Retry-After 2 s\)")

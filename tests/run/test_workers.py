@@ -7,9 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import psutil
@@ -203,21 +205,23 @@ def test_killing_the_workers_parent_stops_its_workers(
     start_jev_server: StartServer, tmp_path: Path
 ) -> None:
     server = start_jev_server(latency_s=0.2)
-    proc = start(live_command(server, tmp_path, "--workers", "2"))
+    proc = subprocess.Popen(
+        live_command(server, tmp_path, "--workers", "2"), cwd=ROOT, env=ENV,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
     try:
         wait_for(lambda: server.requests_total >= 4, proc, limit_s=60)
         kids = workers_of(proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         wait_until(lambda: not any(is_running(kid) for kid in kids), limit_s=5)
+        # nobody is left to call the API: no process of the run's session lives on
+        wait_until(lambda: not session_processes(proc.pid), limit_s=5)
     finally:
-        for kid in kids:
+        for kid in [*kids, *session_processes(proc.pid)]:
             if is_running(kid):
                 kid.kill()
-    sent = server.requests_total
-    time.sleep(1.0)
-    assert server.requests_total == sent  # nobody is calling the API any more
-    assert sent < ROWS
+    assert server.requests_total < ROWS
     assert_resumes(server, tmp_path, "--workers", "2")
 
 
@@ -284,8 +288,8 @@ def session_processes(sid: int) -> list[psutil.Process]:
 def test_sigterm_early_in_a_workers_run_ends_every_process_of_the_run(
     start_jev_server: StartServer, tmp_path: Path
 ) -> None:
-    # 400 rows, 2 workers, concurrency 4, a 150 ms server; SIGTERM 3 s after the start,
-    # whatever the run is doing then (starting its workers, or sending)
+    # 400 rows, 2 workers, concurrency 4, a 150 ms server; SIGTERM as the first request
+    # arrives, while the run is still starting its workers (the other one) and sending
     rows = DATASET.read_bytes().splitlines()
     dataset = tmp_path / "rows400.jsonl"
     with dataset.open("wb") as handle:
@@ -293,7 +297,12 @@ def test_sigterm_early_in_a_workers_run_ends_every_process_of_the_run(
             row = orjson.loads(rows[i % len(rows)])
             row["id"] = f"{row['id']}-{i}"
             handle.write(orjson.dumps(row) + b"\n")
-    server = start_jev_server(latency_s=0.15)
+    first_request = threading.Event()
+
+    def tell(index: int, body: dict[str, Any]) -> None:
+        first_request.set()
+
+    server = start_jev_server(latency_s=0.15, fault_fn=tell)
     command = live_command(server, tmp_path, "--workers", "2")
     command[command.index(str(DATASET))] = str(dataset)
     proc = subprocess.Popen(
@@ -301,7 +310,7 @@ def test_sigterm_early_in_a_workers_run_ends_every_process_of_the_run(
         start_new_session=True,
     )  # fmt: skip
     try:
-        time.sleep(3.0)
+        assert first_request.wait(60), "no request reached the server"
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
         # the parent ended its workers and multiprocessing's helpers before it exited
