@@ -28,9 +28,11 @@ OTHER_VARIABLES = (
     ("RAGBATCH_MAX_LINE_BYTES", "The longest dataset line (or JSON array item, or JSON "
      "document) a reader accepts, in bytes; default 64 MiB (67108864). A longer one is an "
      "error naming its file and line."),
-    ("HTTPS_PROXY, HTTP_PROXY, NO_PROXY", "Proxies for the Jev API and the LLM judge, in "
-     "any case, read once for the base URL as Python's `urllib.request.getproxies` reads "
-     "them (`~/.netrc` is not read)."),
+    ("HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY", "Proxies for the Jev API and the LLM "
+     "judge, in either case (lower case wins), read once for the base URL as curl and requests "
+     "read them: the scheme's variable, then ALL_PROXY; NO_PROXY takes names (subdomains "
+     "included), IP addresses, CIDR blocks, host:port and `*`; a loopback host is never proxied "
+     "(`~/.netrc` is not read)."),
 )  # fmt: skip
 
 

@@ -118,7 +118,7 @@ class OutputOptions:
 class JevOptions:
     """Who answers the Jev questions, and the request size limits."""
 
-    provider: str = option("mock", "Who answers the Jev questions: 'mock' (the rows' mock blocks, offline) or 'jev' (the live API, through the reply cache).", choices=PROVIDERS)  # fmt: skip
+    provider: str = option("mock", "Who answers the Jev questions: 'mock' (the rows' mock blocks, offline; word overlap for a row without one, a stand-in) or 'jev' (the live API, through the reply cache).", choices=PROVIDERS)  # fmt: skip
     model: str | None = option(
         None,
         "Model to request: jev-latest (default for jev), jev-preview or a pinned "
