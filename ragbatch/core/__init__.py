@@ -50,7 +50,14 @@ from ragbatch.core._errors import (
     RunAborted,
     install_extra,
 )
-from ragbatch.core._outcome import BaselineOutcome, Decided, JevOutcome, PricedCall, RowOutcome
+from ragbatch.core._outcome import (
+    BaselineOutcome,
+    Decided,
+    JevOutcome,
+    PricedCall,
+    RowOutcome,
+    TraceJudged,
+)
 from ragbatch.core._policy import (
     JUDGMENTS,
     ROUTINGS,
@@ -133,12 +140,16 @@ from ragbatch.core._trace_policy import (
 from ragbatch.core._trace_questions import (
     ANSWER_DECISION_IDS,
     HOP_DECISION_ID,
+    QUERY_PREFIX,
+    TRACE_DECISION_IDS,
     TRACE_DECISION_VERSION,
     StepRequest,
     read_step_judgments,
     step_mock_probability,
     step_requests,
+    trace_decision,
 )
+from ragbatch.core._trace_view import deciding_turn, trace_view
 from ragbatch.core._wire import (
     ChoiceAnswer,
     JevRequest,
@@ -171,9 +182,11 @@ __all__ = [
     "MAX_STATE_QUESTION_TOKENS",
     "MISSING_CITATION",
     "PER_MILLION",
+    "QUERY_PREFIX",
     "ROUTINGS",
     "STEP_KINDS",
     "TOO_LARGE_KIND",
+    "TRACE_DECISION_IDS",
     "TRACE_DECISION_VERSION",
     "VETO_RULE",
     "AnswerStep",
@@ -237,6 +250,7 @@ __all__ = [
     "ToolStep",
     "Trace",
     "TraceExpected",
+    "TraceJudged",
     "TraceVerdict",
     "Turn",
     "UserStep",
@@ -249,6 +263,7 @@ __all__ = [
     "claim_groups",
     "claim_result",
     "count_hops",
+    "deciding_turn",
     "decision_for",
     "diagnose",
     "diagnose_trace",
@@ -273,5 +288,7 @@ __all__ = [
     "step_requests",
     "summarize_claims",
     "total_cost",
+    "trace_decision",
+    "trace_view",
     "turns_of",
 ]

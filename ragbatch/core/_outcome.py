@@ -1,7 +1,9 @@
-"""What happened to one row: Jev's outcome, the baseline's, and the row (pure: data only)."""
+"""What happened to one row or trace: Jev's outcome, the baseline's, and the row (pure: data
+only)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ragbatch.core._claims import ClaimResult, ClaimSummary
@@ -10,6 +12,20 @@ from ragbatch.core._policy import Verdict
 from ragbatch.core._provider import BaselineReply, Reply
 from ragbatch.core._questions import Decision
 from ragbatch.core._schema import Diagnosis, Judgments, Row
+from ragbatch.core._trace import StepJudgments, Trace
+from ragbatch.core._trace_policy import TraceVerdict
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJudged:
+    """A judged trace: each judged step's judgments and decision id (by step index), and the
+    verdict they give (docs/semantics.md §8); a failed trace has the steps judged before the
+    failing call and no verdict."""
+
+    trace: Trace
+    judgments: Mapping[int, StepJudgments]
+    decisions: Mapping[int, str]
+    verdict: TraceVerdict | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +41,9 @@ class JevOutcome:
     claims: tuple[ClaimResult, ...] | None = None
     claim_summary: ClaimSummary | None = None
     claim_replies: tuple[Reply, ...] = ()
+    # A trace: its judged steps (``reply`` is the first step's, ``step_replies`` the others').
+    trace: TraceJudged | None = None
+    step_replies: tuple[Reply, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -32,8 +51,9 @@ class JevOutcome:
 
     @property
     def replies(self) -> tuple[Reply, ...]:
-        """Every reply paid for on this row: the row request, then claim groups."""
-        return ((self.reply,) if self.reply else ()) + self.claim_replies
+        """Every reply paid for on this row: the row request, then claim groups (a trace:
+        every judged step's, in step order)."""
+        return ((self.reply,) if self.reply else ()) + self.claim_replies + self.step_replies
 
 
 @dataclass(frozen=True, slots=True)

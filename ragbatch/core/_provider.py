@@ -15,16 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from ragbatch.core._schema import Diagnosis, Row, TokenUsage
+from ragbatch.core._trace import Trace
 from ragbatch.core._wire import Answer, JevRequest
 
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One row's request. ``row`` is there for the mock provider only (its ``mock`` block):
-    live providers send ``request`` and nothing else."""
+    """One row's request, or one judged step's of a trace (``step``: its index). ``row`` is
+    there for the mock provider only (its ``mock`` blocks): live providers send ``request``
+    and nothing else."""
 
     request: JevRequest
-    row: Row
+    row: Row | Trace
+    step: int | None = None
 
 
 class Reply(BaseModel):

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from ragbatch.core._schema import (
+    BaselineVerdict,
     Context,
     Diagnosis,
     Frozen,
@@ -27,6 +28,7 @@ from ragbatch.core._schema import (
     NonEmptyStr,
     Probability,
     RetrievalLabels,
+    Spans,
 )
 
 StepKind = Literal["user", "retrieval", "tool", "answer"]
@@ -115,6 +117,8 @@ class Trace(Frozen):
     metadata: dict[str, Any] | None = None
     trace_id: NonEmptyStr | None = None
     session_id: NonEmptyStr | None = None
+    baseline: BaselineVerdict | None = None  # a verdict recorded from another judge
+    spans: Spans | None = None  # the trace's root span (each step names its own)
 
     @model_validator(mode="after")
     def _check_steps(self) -> Trace:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ragbatch.core._policy import UNCERTAIN, Thresholds, Verdict
-from ragbatch.core._schema import Diagnosis
+from ragbatch.core._schema import Diagnosis, Route
 from ragbatch.core._trace import RetrievalStep, StepJudgments, Trace, turns_of
 
 
@@ -37,7 +37,7 @@ class TraceVerdict:
 
     diagnosis: Diagnosis
     confidence: float
-    route: str
+    route: Route
     deciding_step: int | None
     steps: tuple[StepVerdict, ...]
 
@@ -50,6 +50,11 @@ class TraceVerdict:
     @property
     def wasted_hops(self) -> int:
         return sum(1 for s in self.steps if s.recovered)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The trace's verdict as a row's: what routing, the cascade and the metrics read."""
+        return Verdict(self.diagnosis, self.confidence, self.route)
 
 
 def _band(t: Thresholds, name: str, p: float) -> bool:

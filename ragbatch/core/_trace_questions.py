@@ -15,7 +15,14 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ragbatch.core._questions import CHUNK_PREFIX, CORRECTNESS_QUESTION, ROW_QUESTIONS, _noul
+from ragbatch.core._questions import (
+    CHUNK_PREFIX,
+    CORRECTNESS_QUESTION,
+    ROW_QUESTIONS,
+    Decision,
+    Variant,
+    _noul,
+)
 from ragbatch.core._schema import GenerationJudgments
 from ragbatch.core._trace import (
     AnswerStep,
@@ -33,6 +40,11 @@ HOP_DECISION_ID = "ragbatch.rag-trace.hop"
 ANSWER_DECISION_IDS: dict[str, str] = {
     "with-reference": "ragbatch.rag-trace.answer.with-reference",
     "without-reference": "ragbatch.rag-trace.answer.without-reference",
+}
+# A trace's own decision: its policy (§8) over the steps' decisions above.
+TRACE_DECISION_IDS: dict[str, str] = {
+    "with-reference": "ragbatch.rag-trace.with-reference",
+    "without-reference": "ragbatch.rag-trace.without-reference",
 }
 QUERY_PREFIX = "queryRelevance:"
 
@@ -78,6 +90,14 @@ def query_chunk_question(context_id: str) -> Question:
         "The passage contains information relevant to the search query",
         "The passage contains nothing relevant to the search query",
     )
+
+
+def trace_decision(trace: Trace) -> Decision:
+    """The decision a trace records: with a reference answer (its final answer's) or without."""
+    variant: Variant = (
+        "with-reference" if trace.reference_answer is not None else "without-reference"
+    )
+    return Decision(variant, TRACE_DECISION_IDS[variant], TRACE_DECISION_VERSION)
 
 
 @dataclass(frozen=True, slots=True)

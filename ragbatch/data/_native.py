@@ -29,6 +29,8 @@ def is_trace_line(data: Any) -> bool:
 def parse_item(raw: bytes, *, ignore_unknown_fields: bool = False) -> Row | Trace:
     """One native JSONL line: a :class:`Trace` when it has ``steps``, else a :class:`Row`
     (pydantic's ValidationError for a bad one; :func:`describe` words it)."""
+    if b'"steps"' not in raw:  # no trace: a row, parsed once (the hot path of a JSONL run)
+        return parse_row(raw, ignore_unknown_fields)
     try:
         data: Any = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -40,6 +42,20 @@ def parse_item(raw: bytes, *, ignore_unknown_fields: bool = False) -> Row | Trac
         known = {f.alias or name for name, f in model.model_fields.items()}
         data = {k: v for k, v in data.items() if k in known}
     return model.model_validate_json(orjson.dumps(data))
+
+
+def parse_row(raw: bytes, ignore_unknown_fields: bool) -> Row:
+    """One JSONL line as a row (unknown top-level fields dropped first when asked)."""
+    if not ignore_unknown_fields:
+        return Row.model_validate_json(raw)
+    try:
+        data: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return Row.model_validate_json(raw)  # the row's own message for invalid JSON
+    if isinstance(data, dict):
+        known = {f.alias or name for name, f in Row.model_fields.items()}
+        data = {k: v for k, v in data.items() if k in known}
+    return Row.model_validate_json(orjson.dumps(data))
 
 
 def trace_line(trace: Trace) -> bytes:

@@ -19,6 +19,7 @@ from ragbatch.core import (
     Verdict,
     claim_result,
     diagnose,
+    diagnose_trace,
     summarize_claims,
 )
 from ragbatch.metrics._scores import Classification, Latency, Out
@@ -57,7 +58,15 @@ class Tradeoff(Out):
 
 
 def rejudge(jev: JevOutcome, thresholds: Thresholds) -> Verdict | None:
-    """The row's verdict under other thresholds, from its recorded probabilities."""
+    """The row's verdict under other thresholds, from its recorded probabilities (a trace's
+    from its steps', docs/semantics.md §8)."""
+    if jev.trace is not None:
+        judged = jev.trace
+        return (
+            diagnose_trace(judged.trace, judged.judgments, thresholds).verdict
+            if judged.verdict
+            else None
+        )
     if jev.judgments is None:
         return None
     summary = None

@@ -18,14 +18,17 @@ import orjson
 
 from ragbatch.core import (
     CHUNK_PREFIX,
+    QUERY_PREFIX,
     Call,
     ProviderError,
     Reply,
     Row,
     TokenUsage,
+    Trace,
     estimate_input_tokens,
     mock_answer,
     parse_reply,
+    step_mock_probability,
 )
 
 MOCK_MODEL = "mock-jev"
@@ -63,6 +66,42 @@ def overlap_answer(row: Row, question_id: str) -> dict[str, object] | None:
     return {"type": "noul", "noul": round(p, 3)}
 
 
+def overlap_step_answer(state: dict[str, object], question_id: str) -> dict[str, object] | None:
+    """A trace step's :func:`overlap_answer`, read from the step's state: a hop's documents
+    against the turn's question (``chunkRelevance``) and the hop's query (``queryRelevance``,
+    ``contextSufficiency``); an answer against the question and its turn's documents."""
+    from ragbatch.providers._lexical import coverage, tokens  # only for steps without a block
+
+    question, query = tokens(str(state["question"])), tokens(str(state.get("query", "")))
+    texts = state.get("contexts", [])
+    assert isinstance(texts, list)
+    contexts = [tokens(str(c["text"])) for c in texts]
+    answer = tokens(str(state.get("answer", "")))
+    if question_id.startswith(CHUNK_PREFIX):
+        p = coverage(question, contexts[int(question_id.removeprefix(CHUNK_PREFIX))])
+    elif question_id.startswith(QUERY_PREFIX):
+        p = coverage(query, contexts[int(question_id.removeprefix(QUERY_PREFIX))])
+    elif question_id == "contextSufficiency":
+        p = max((coverage(query, c) for c in contexts), default=0.0)
+    elif question_id == "answerRelevance":
+        p = coverage(question, answer)
+    elif question_id == "groundedness":
+        p = coverage(answer, frozenset().union(*contexts))
+    elif question_id == "correctness":
+        p = coverage(tokens(str(state.get("referenceAnswer", ""))), answer)
+    elif question_id in ("contextConflict", "contradiction"):
+        p = 0.0
+    else:
+        return None
+    return {"type": "noul", "noul": round(p, 3)}
+
+
+def step_answer(trace: Trace, step: int, question_id: str) -> dict[str, object] | None:
+    """A trace step's ``mock`` block answer in wire form; None when it has none."""
+    p = step_mock_probability(trace, step, question_id)
+    return None if p is None else {"type": "noul", "noul": p}
+
+
 class MockProvider:
     """Provider protocol over the rows' ``mock`` blocks (word overlap for a row without one)."""
 
@@ -74,12 +113,25 @@ class MockProvider:
 
     async def fetch_answers(self, call: Call) -> Reply:
         answers: dict[str, object] = {}
-        overlap = call.row.mock is None
+        row, step = call.row, call.step
+        if isinstance(row, Trace):
+            assert step is not None, "a trace is asked one step at a time"
+            overlap = getattr(row.steps[step], "mock", None) is None
+        else:
+            overlap = row.mock is None
         for qid in call.request.questions:
-            answer = overlap_answer(call.row, qid) if overlap else mock_answer(call.row, qid)
+            if isinstance(row, Trace):
+                answer = (
+                    overlap_step_answer(call.request.state, qid)
+                    if overlap
+                    else step_answer(row, step, qid)  # type: ignore[arg-type]
+                )
+            else:
+                answer = overlap_answer(row, qid) if overlap else mock_answer(row, qid)
             if answer is None:
+                whose = f"row {row.id!r}" if step is None else f"step {step} of trace {row.id!r}"
                 raise ProviderError(
-                    f"mock block of row {call.row.id!r} has no answer for question {qid!r}",
+                    f"mock block of {whose} has no answer for question {qid!r}",
                     kind="mock-missing-answer",
                 )
             answers[qid] = answer

@@ -17,9 +17,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ragbatch.core import (
+    ANSWER_DECISION_IDS,
     BUDGET_KIND,
     DECISION_IDS,
     DECISION_VERSION,
+    HOP_DECISION_ID,
+    TRACE_DECISION_IDS,
+    TRACE_DECISION_VERSION,
     Guarantee,
     PricingSnapshot,
     RowOutcome,
@@ -49,6 +53,7 @@ from ragbatch.report._models import (
     Report,
     RowResult,
     RowsOmitted,
+    TracesInfo,
 )
 from ragbatch.report._modes import (
     ComponentsCounts,
@@ -123,6 +128,7 @@ class ReportBuilder:
         self.fallback = UsageCounts()  # the cascade's baseline leg: routed rows only
         self.routes: Counter[str] = Counter()
         self.variants: Counter[str] = Counter()
+        self.traces = 0
         self.answered_by: set[str] = set()
         self.skipped = 0
         self.skipped_ids: list[str] = []
@@ -153,6 +159,7 @@ class ReportBuilder:
             self.fallback.add(base.calls)
         self.routes[verdict.route if verdict else "failed"] += 1
         self.variants[o.decision.variant] += 1
+        self.traces += o.jev.trace is not None
         self.labelled += bool(o.row.expected and o.row.expected.diagnosis)
         if o.jev.reply is not None:
             self.answered_by.add(o.jev.reply.model)
@@ -208,6 +215,7 @@ class ReportBuilder:
                 version=DECISION_VERSION,
                 ids=DECISION_IDS,
                 rows_by_variant=dict(sorted(self.variants.items())),
+                traces=traces_info(self.traces),
             ),
             policy=PolicyInfo(
                 name="calibrated" if info.policy_version else "default",
@@ -277,6 +285,15 @@ class ReportBuilder:
             ),
             rows=self.table or [],
         )
+
+
+def traces_info(count: int) -> TracesInfo | None:
+    """The decisions of a run's traces; None for a run of rows alone."""
+    if count == 0:
+        return None
+    ids = {f"trace.{v}": i for v, i in TRACE_DECISION_IDS.items()}
+    ids |= {"hop": HOP_DECISION_ID} | {f"answer.{v}": i for v, i in ANSWER_DECISION_IDS.items()}
+    return TracesInfo(count=count, version=TRACE_DECISION_VERSION, ids=ids)
 
 
 def summarize(outcomes: Iterable[RowOutcome], info: RunInfo) -> Report:

@@ -19,9 +19,11 @@ from ragbatch.core import (
     Diagnosis,
     GenerationJudgments,
     Guarantee,
+    HopRetrieval,
     RetrievalJudgments,
     Route,
     Spans,
+    StepKind,
 )
 from ragbatch.metrics import (
     Abstention,
@@ -57,11 +59,20 @@ class DatasetInfo(Out):
     sha256: str
 
 
+class TracesInfo(Out):
+    """The decisions a run's traces used: the trace's own and its judged steps'."""
+
+    count: int
+    version: str
+    ids: dict[str, str]
+
+
 class DecisionsInfo(Out):
     variant: str
     version: str
     ids: dict[str, str]
     rows_by_variant: dict[str, int]
+    traces: TracesInfo | None = None  # runs with multi-step traces (docs/semantics.md §8)
 
 
 class PolicyInfo(Out):
@@ -218,6 +229,23 @@ class ClaimSummaryOut(Out):
     mean_support_probability: float | None = None
 
 
+class StepResult(Out):
+    """One step of a trace's row: its kind and turn; a judged step's judgments and verdict."""
+
+    index: int
+    kind: StepKind
+    turn: int
+    span: str | None = None
+    decision_id: str | None = None
+    retrieval: HopRetrieval | None = None
+    generation: GenerationJudgments | None = None
+    diagnosis: Diagnosis | None = None
+    confidence: float | None = None
+    recovered: bool | None = None  # a failed hop another hop of its turn made good
+    no_retrieval: bool | None = None  # an answer with no retrieval before it in its turn
+    expected: Diagnosis | None = None
+
+
 class RowResult(Out):
     id: str
     decision_id: str
@@ -246,6 +274,15 @@ class RowResult(Out):
     low_authority_support: bool | None = None
     query_tokens: int | None = None  # whitespace tokens of the question (drift, slices)
     metadata: dict[str, Any] | None = None
+    # A trace (docs/semantics.md §8): the step its verdict is about, the first failing step
+    # (null for PASS and JUDGE_UNCERTAIN: see row_json), its hops, turns and wasted hops, and
+    # every step; the fields above then describe the deciding turn seen as a row.
+    deciding_step: int | None = None
+    first_failing_step: int | None = None
+    hops: int | None = None
+    turns: int | None = None
+    wasted_hops: int | None = None
+    steps: list[StepResult] | None = None
 
 
 class Incomplete(Out):
@@ -289,7 +326,22 @@ class Report(Out):
 def report_json(report: Report) -> dict[str, Any]:
     """The report as the parsed JSON of its file (camelCase keys, absent fields left out):
     what JSON paths such as a gate rule's address."""
-    return report.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data = report.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["rows"] = [row_json(row) for row in data["rows"]]
+    return data
+
+
+def row_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's JSON as dumped without nulls, but a trace's ``firstFailingStep`` kept as null
+    (no step failed): the one null a report holds, so a reader can tell it from a row."""
+    if "steps" not in row or "firstFailingStep" in row:
+        return row
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if key == "hops":
+            out["firstFailingStep"] = None
+        out[key] = value
+    return out
 
 
 def report_bytes(report: Report) -> bytes:

@@ -308,7 +308,7 @@ class CurveCounts:
         self.rows = 0
 
     def add(self, o: RowOutcome, expected: str | None) -> None:
-        if o.jev.judgments is None:
+        if o.jev.judgments is None and (o.jev.trace is None or o.jev.trace.verdict is None):
             return
         self.rows += 1
         for i, (_, _, thresholds) in enumerate(self.points):

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ragbatch.core import Decided, RowOutcome, is_veto
+from ragbatch.core import (
+    AnswerStep,
+    Decided,
+    RetrievalStep,
+    RowOutcome,
+    TraceJudged,
+    is_veto,
+    turns_of,
+)
 from ragbatch.metrics import (
     AnswerCheck,
     RowRanking,
@@ -17,6 +25,7 @@ from ragbatch.report._models import (
     RowError,
     RowResult,
     RowVerdict,
+    StepResult,
     UsageTotals,
 )
 
@@ -83,7 +92,52 @@ def row_result(
         low_authority_support=low_authority_support(o),
         query_tokens=len(o.row.question.split()),
         metadata=o.row.metadata,
+        **(trace_fields(j.trace) if j.trace is not None else {}),
     )
+
+
+def trace_fields(judged: TraceJudged) -> dict[str, object]:
+    """A trace's own fields of its row: the deciding and first failing steps, its size, and
+    every step with its kind, turn, judgments and verdict (docs/semantics.md §8)."""
+    trace, verdict = judged.trace, judged.verdict
+    by_step = {s.step: s for s in verdict.steps} if verdict is not None else {}
+    turn_of: dict[int, int] = {}
+    for turn in turns_of(trace):
+        end = turn.answers[-1]
+        turn_of |= dict.fromkeys(range(turn.user, end + 1), turn.index)
+    steps = []
+    for index, step in enumerate(trace.steps):
+        judgments = judged.judgments.get(index)
+        stepped = by_step.get(index)
+        labels = step.expected if isinstance(step, RetrievalStep | AnswerStep) else None
+        steps.append(
+            StepResult(
+                index=index,
+                kind=step.kind,
+                turn=turn_of.get(index, max(turn_of.values())),
+                span=step.span,
+                decision_id=judged.decisions.get(index),
+                retrieval=judgments.retrieval
+                if isinstance(step, RetrievalStep) and judgments
+                else None,
+                generation=judgments.generation
+                if isinstance(step, AnswerStep) and judgments
+                else None,
+                diagnosis=stepped.verdict.diagnosis if stepped else None,
+                confidence=stepped.verdict.confidence if stepped else None,
+                recovered=True if stepped and stepped.recovered else None,
+                no_retrieval=True if stepped and stepped.no_retrieval else None,
+                expected=labels.diagnosis if labels else None,
+            )
+        )
+    return {
+        "deciding_step": verdict.deciding_step if verdict else None,
+        "first_failing_step": verdict.first_failing_step if verdict else None,
+        "hops": sum(1 for s in trace.steps if s.kind == "retrieval"),
+        "turns": len(turns_of(trace)),
+        "wasted_hops": verdict.wasted_hops if verdict else None,
+        "steps": steps,
+    }
 
 
 def claim_rows(o: RowOutcome) -> list[ClaimOut]:

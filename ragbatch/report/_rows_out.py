@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from ragbatch._files import AtomicFile, atomic_file, temporaries_of
-from ragbatch.report._models import RowResult
+from ragbatch.report._models import RowResult, row_json
 
 
 class RowsWriter:
@@ -45,7 +45,7 @@ class RowsWriter:
 
     def write(self, result: RowResult, question: str) -> None:
         """One row's result as in the report's ``rows[]``, with its question after the id."""
-        data = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        data = row_json(result.model_dump(mode="json", by_alias=True, exclude_none=True))
         line = {"id": data.pop("id"), "question": question, **data}
         self.write_line(orjson.dumps(line))
 

@@ -2,7 +2,8 @@
 ``run.execute`` runs the progress display beside it, ``run.stop`` a signal watcher).
 
 Producer -> bounded memory object stream -> ``concurrency`` workers. Each worker asks Jev for
-one row (one request, every question), applies the policy and asks the baseline judge; outcomes
+one row (one request, every question) or one trace (a request per judged step, one after
+another: docs/semantics.md §8), applies the policy and asks the baseline judge; outcomes
 are handed on in input order whatever order the calls finish in, through a bounded reordering
 window, so memory does not grow with the row count. A call that fails is recorded as a failed
 row and the run goes on; only :class:`~ragbatch.core._errors.RunAborted` (or a bug) stops it.
@@ -36,15 +37,23 @@ from ragbatch.core import (
     RowOutcome,
     RunAborted,
     Scope,
+    StepJudgments,
     Thresholds,
+    Trace,
+    TraceJudged,
     build_request,
     claim_groups,
     claim_result,
     decision_for,
     diagnose,
+    diagnose_trace,
     evidence_of,
     read_judgments,
+    read_step_judgments,
+    step_requests,
     summarize_claims,
+    trace_decision,
+    trace_view,
 )
 from ragbatch.providers.cache import deferred_writes
 
@@ -157,10 +166,58 @@ async def judge_row(
     )
 
 
+async def judge_trace(trace: Trace, provider: Provider, thresholds: Thresholds) -> JevOutcome:
+    """A request per judged step, in step order, then the trace's policy; a step whose call
+    fails makes the trace a failed row (never a verdict), named by the step."""
+    replies: list[Reply] = []
+    judged: dict[int, StepJudgments] = {}
+    decisions: dict[int, str] = {}
+    for asked in step_requests(trace, provider.model):
+        call = Call(request=asked.request, row=trace, step=asked.step)
+        try:
+            reply = await provider.fetch_answers(call)
+        except ProviderError as exc:
+            kind = trace.steps[asked.step].kind
+            message = f"step {asked.step} ({kind}): {exc}"
+            failure = RowFailure(kind=exc.kind, message=message, retries=exc.retries)
+            spent = math.fsum(r.latency_ms for r in replies)
+            judged_so_far = TraceJudged(trace, judged, decisions, None)
+            return JevOutcome(None, None, None, failure, spent + exc.wall_ms, trace=judged_so_far)
+        judged[asked.step] = read_step_judgments(trace, asked.step, reply.probabilities())
+        decisions[asked.step] = asked.decision_id
+        replies.append(_spent(reply))
+    verdict = diagnose_trace(trace, judged, thresholds)
+    return JevOutcome(
+        replies[0],
+        None,
+        verdict.verdict,
+        None,
+        math.fsum(r.latency_ms for r in replies),
+        trace=TraceJudged(trace, judged, decisions, verdict),
+        step_replies=tuple(replies[1:]),
+    )
+
+
 def _spent(reply: Reply) -> Reply:
     """The reply without its raw answers, once they are read: the outcome keeps what the report
     needs (model, usage, latency, request id); the answers live on in the cache."""
     return reply.model_copy(update={"answers": {}})
+
+
+async def judge_item(item: Row | Trace, provider: Provider, config: RunConfig) -> JevOutcome:
+    if isinstance(item, Trace):
+        return await judge_trace(item, provider, config.thresholds)
+    return await judge_row(item, provider, config.thresholds, config.claims)
+
+
+def outcome_row(item: Row | Trace, jev: JevOutcome) -> Row:
+    """What the outcome keeps of the row: the row without its mock block (it has served its
+    call), or a trace's deciding turn seen as a row (its steps live on in ``jev.trace``)."""
+    if isinstance(item, Trace):
+        verdict = jev.trace.verdict if jev.trace is not None else None
+        deciding = verdict.deciding_step if verdict is not None else None
+        return trace_view(item, deciding)
+    return item.model_copy(update={"mock": None}) if item.mock is not None else item
 
 
 async def baseline_row(row: Row, judge: BaselineJudge) -> BaselineOutcome:
@@ -243,7 +300,7 @@ def reorder_window(concurrency: int) -> int:
 
 
 async def run_batch(
-    rows: Iterable[Row],
+    rows: Iterable[Row | Trace],
     provider: Provider,
     baseline: BaselineJudge,
     config: RunConfig,
@@ -254,7 +311,7 @@ async def run_batch(
 
 
 async def run_indexed(
-    rows: Iterable[tuple[int, Row]],
+    rows: Iterable[tuple[int, Row | Trace]],
     provider: Provider,
     baseline: BaselineJudge,
     config: RunConfig,
@@ -267,7 +324,7 @@ async def run_indexed(
 
 
 async def run_stream(
-    rows: Iterable[tuple[int, Row]],
+    rows: Iterable[tuple[int, Row | Trace]],
     provider: Provider,
     baseline: BaselineJudge,
     config: RunConfig,
@@ -283,22 +340,24 @@ async def run_stream(
     error_budget = ErrorBudget(config)
     ordered = InOrder(in_order, reorder_window(config.concurrency))
 
-    async def worker(receive: MemoryObjectReceiveStream[tuple[int, int, Row]]) -> None:
+    async def worker(receive: MemoryObjectReceiveStream[tuple[int, int, Row | Trace]]) -> None:
         # A row's cache writes go to the next commit while the worker goes on; they are on
         # disk before it sends another request and before it ends (see cache._writer).
         async with receive, deferred_writes():
-            async for position, index, row in receive:
-                jev = await judge_row(row, provider, config.thresholds, config.claims)
+            async for position, index, item in receive:
+                jev = await judge_item(item, provider, config)
                 error_budget.record(jev)
+                row = outcome_row(item, jev)
                 base = await baseline_row(row, baseline)
-                # the mock block has served its call: the outcome keeps what the report reads
-                kept = row.model_copy(update={"mock": None}) if row.mock is not None else row
-                outcome = RowOutcome(index, kept, decision_for(row), jev, base)
+                decision = trace_decision(item) if isinstance(item, Trace) else decision_for(row)
+                outcome = RowOutcome(index, row, decision, jev, base)
                 if on_row is not None:
                     on_row(outcome)
                 ordered.put(position, outcome)
 
-    send, receive = anyio.create_memory_object_stream[tuple[int, int, Row]](config.concurrency)
+    send, receive = anyio.create_memory_object_stream[tuple[int, int, Row | Trace]](
+        config.concurrency
+    )
     sent = 0
     try:
         async with anyio.create_task_group() as tg:

@@ -19,13 +19,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
-from ragbatch.core import DatasetError, Row
-from ragbatch.data import BOM, SeenIds, describe, foreign_shape, scan_lines
+from ragbatch.core import DatasetError, Row, Trace, trace_view
+from ragbatch.data import BOM, SeenIds, describe, foreign_shape, parse_item, scan_lines
 
 
 def part_bounds(rows: int, parts: int, k: int) -> tuple[int, int]:
@@ -103,7 +101,7 @@ class PlannedRows:
         """Rows this part evaluates (the progress total)."""
         return len(self.indices)
 
-    def pairs(self) -> Iterator[tuple[int, Row]]:
+    def pairs(self) -> Iterator[tuple[int, Row | Trace]]:
         """(input index, row) of this part's rows, in input order; a bad line raises the
         reader's own :class:`DatasetError` at its line."""
         ids = SeenIds()
@@ -125,7 +123,7 @@ class PlannedRows:
 
     def _parsed(
         self, ids: SeenIds, raws: Iterable[tuple[int, int, bytes]]
-    ) -> Iterator[tuple[int, Row]]:
+    ) -> Iterator[tuple[int, Row | Trace]]:
         # the reader's own checks and messages: UTF-8, the row schema, a duplicate in the part
         where = str(self.path)
         with closing(ids):
@@ -135,7 +133,7 @@ class PlannedRows:
                 except UnicodeDecodeError as exc:
                     raise DatasetError(where, line, f"not valid UTF-8: {exc.reason}") from None
                 try:
-                    row = parse_row(raw, self.ignore_unknown_fields)
+                    row = parse_item(raw, ignore_unknown_fields=self.ignore_unknown_fields)
                 except ValidationError as exc:
                     message = describe(exc)
                     if index == 0 and (hint := foreign_shape(raw)):  # as the reader says it
@@ -145,26 +143,12 @@ class PlannedRows:
                     raise DatasetError(where, line, f"duplicate row id {row.id!r}")
                 self.ids.append(row.id)
                 if self.keep_texts:
-                    self.texts[row.id] = (row.question, row.answer)
+                    seen = trace_view(row, None) if isinstance(row, Trace) else row
+                    self.texts[row.id] = (seen.question, seen.answer)
                 yield index, row
 
-    def __iter__(self) -> Iterator[Row]:
+    def __iter__(self) -> Iterator[Row | Trace]:
         return (row for _, row in self.pairs())
-
-
-def parse_row(raw: bytes, ignore_unknown_fields: bool) -> Row:
-    """One JSONL line as a row, as :class:`~ragbatch.data.JsonlReader` parses it (unknown top-level fields
-    dropped first when asked)."""
-    if not ignore_unknown_fields:
-        return Row.model_validate_json(raw)
-    try:
-        data: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return Row.model_validate_json(raw)  # the strict path's message
-    if isinstance(data, dict):
-        known = {f.alias or name for name, f in Row.model_fields.items()}
-        data = {k: v for k, v in data.items() if k in known}
-    return Row.model_validate_json(orjson.dumps(data))
 
 
 def part_source(
