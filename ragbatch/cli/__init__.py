@@ -1,9 +1,9 @@
 """The ``ragbatch`` command line: typer options -> ``RunOptions`` -> ``run.job.run`` (no logic).
 
-``app`` holds ``run``, ``estimate`` and ``schema``; ``tools`` the commands that work on
-finished reports (diff, calibrate, agreement, merge, cache); ``labels`` the ones around human
-labels (audit-sample, infer, gate); ``export`` writes a report's
-verdicts for Phoenix or Langfuse; ``usage`` turns option errors into one ``error:`` line.
+``app`` holds ``run``, ``estimate`` and ``schema``; ``parse`` prints what a run would judge;
+``tools`` the commands that work on finished reports (diff, calibrate, agreement, merge,
+cache); ``labels`` the ones around human labels (audit-sample, infer, gate); ``export``
+writes a report's verdicts for Phoenix or Langfuse; ``usage`` turns option errors into one ``error:`` line.
 ``run``'s options live in ``ragbatch.run._options`` (shared with the Python API). May import
 every layer. ``ragbatch run`` builds only ``run_app`` (the same ``run`` command, without the
 other commands' imports, which every run's start-up would pay).

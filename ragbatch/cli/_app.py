@@ -17,6 +17,7 @@ from ragbatch.cli._cache_app import cache_app
 from ragbatch.cli._common import check_output_paths, fail
 from ragbatch.cli._export import export_command
 from ragbatch.cli._labels import audit_sample_command, gate_command, infer_command
+from ragbatch.cli._parse import parse_command
 from ragbatch.cli._run_app import app
 from ragbatch.cli._tools import (
     agreement_command,
@@ -30,6 +31,8 @@ from ragbatch.core import RagbatchError
 from ragbatch.report import report_schema
 
 __all__ = ["app"]
+
+app.command("parse")(parse_command)  # next to run: what a run of the same options would judge
 
 
 @app.command()

@@ -19,8 +19,15 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
-from ragbatch.data import RowSource, open_dataset
-from ragbatch.run import GROUPS, cli_fields, spec_of
+from ragbatch.data import RowSource
+from ragbatch.run import (
+    GROUPS,
+    InputOptions,
+    RunOptions,
+    cli_fields,
+    open_source_rows,
+    spec_of,
+)
 
 F = TypeVar("F", bound=Callable[..., None])
 SOURCE = tuple(f.name for f in cli_fields() if f in fields(GROUPS["input"]))
@@ -103,17 +110,24 @@ def with_options(
     return wrap
 
 
+def source_options(options: Mapping[str, Any]) -> InputOptions:
+    """The :data:`SOURCE` options of a command, as the run's input options."""
+    return RunOptions.of(**{name: options[name] for name in SOURCE}).input
+
+
 def open_source(options: Mapping[str, Any]) -> RowSource:
-    """The dataset the :data:`SOURCE` options of a command name, in its format."""
-    return open_dataset(
-        options["dataset"],
-        options["format"],
-        mapping=options["mapping"],
-        outputs=options["outputs"],
-        ignore_unknown_fields=options["ignore_unknown_fields"],
-    )
+    """The rows of the dataset the :data:`SOURCE` options of a command name, in its format
+    (a multi-step trace is an error unless ``--flatten`` reads it as a row)."""
+    return open_source_rows(source_options(options))
 
 
 with_run_options = with_options()  # ``ragbatch run``: every option
 
-__all__ = ["SOURCE", "open_source", "option_parameters", "with_options", "with_run_options"]
+__all__ = [
+    "SOURCE",
+    "open_source",
+    "option_parameters",
+    "source_options",
+    "with_options",
+    "with_run_options",
+]

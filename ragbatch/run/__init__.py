@@ -5,7 +5,8 @@ small groups; ``preflight`` checks a run once, ``factory`` builds the parts from
 checked; ``dispatch`` sends the run to one process, the workers or a cluster; ``execute`` runs
 them (the ``runner``'s task group streams the rows, the progress display and
 a ``stop.RunCanceller`` watch beside it); ``outputs`` writes the files, together and only on
-success; ``calls`` keeps the run record's call facts. Also here: the cost limit of
+success; ``calls`` keeps the run record's call facts; ``items`` opens the dataset the input
+options name, as rows and traces. Also here: the cost limit of
 ``--max-cost`` (``budget``; the error budget of ``--max-error-rate`` is the runner's),
 ``progress``, ``estimate``, shards and partials (``shards``), a file split into parts each
 worker reads alone (``split``) and their merged summaries (``summary``), the parts of a split
@@ -26,12 +27,14 @@ from ragbatch._lazy import lazy_exports
 from ragbatch.run._config import DEFAULT_CACHE, DEFAULT_DATASET, DEFAULT_PRICING, PRICING_NAME
 from ragbatch.run._dispatch import run
 from ragbatch.run._factory import estimate_options
+from ragbatch.run._items import ItemCounts, open_source_items, open_source_rows
 from ragbatch.run._job import run_job, run_options_async
 from ragbatch.run._options import (
     ENVIRONMENT,
     GROUPS,
     OPTION_NAMES,
     PATH_OPTIONS,
+    InputOptions,
     RunOptions,
     cli_fields,
     spec_of,
@@ -51,12 +54,16 @@ __all__ = [
     "OPTION_NAMES",
     "PATH_OPTIONS",
     "PRICING_NAME",
+    "InputOptions",
+    "ItemCounts",
     "RunCanceller",
     "RunOptions",
     "cli_fields",
     "estimate_options",
     "local_cluster",
     "merge_partials",
+    "open_source_items",
+    "open_source_rows",
     "run",
     "run_job",
     "run_on_dask",

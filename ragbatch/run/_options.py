@@ -83,10 +83,10 @@ def option(default: Any, help: str, *, secret: bool = False, **how: Any) -> Any:
 class InputOptions:
     """What the readers need: the dataset and how to read it."""
 
-    dataset: Path = option(DEFAULT_DATASET, "The dataset: JSONL rows, one per line (see docs/reference/dataset-format.md), or a file in --format.", argument=True)  # fmt: skip
+    dataset: Path = option(DEFAULT_DATASET, "The dataset: JSONL rows and traces, one per line (see docs/reference/dataset-format.md), or a file in --format.", argument=True)  # fmt: skip
     format: str = option(
         "jsonl",
-        "Dataset format: jsonl (ragbatch rows), ragas (JSONL, JSON array or CSV with "
+        "Dataset format: jsonl (ragbatch rows and traces), ragas (JSONL, JSON array or CSV with "
         "ragas v0.2 or v0.1 columns), csv (with --mapping), golden-yaml (DATASET is "
         "golden_set.yaml, joined with --outputs), deepeval (test cases: JSON, JSONL, CSV), "
         "openinference (OTLP JSON or a Phoenix spans export: JSONL, Parquet), langfuse "
@@ -96,6 +96,26 @@ class InputOptions:
     mapping: str | None = option(None, "csv: field=column pairs, e.g. question=query,answer=response,contexts=ctx")  # fmt: skip
     outputs: Path | None = option(None, "golden-yaml: the JSONL of system outputs to join.")
     ignore_unknown_fields: bool = option(False, "Skip unknown top-level fields instead of failing.", flag="--ignore-unknown-fields")  # fmt: skip
+    retrieval_tools: list[str] | None = option(
+        None,
+        "A tool whose calls are retrieval steps; its output may then be documents, strings, "
+        "or text whose passages are separated by a blank line (repeatable). A tool that "
+        "returns documents (LangChain, LlamaIndex, objects with a text and an id, score, "
+        "source or metadata) is one without being named.",
+        flag="--retrieval-tool",
+    )
+    flatten: bool = option(
+        False,
+        "Read each multi-step trace as one row (its last turn's question, first retrieval's "
+        "documents and last answer) instead of its steps.",
+        flag="--flatten",
+    )
+    steps: bool = option(
+        False,
+        "openinference, langfuse: read every trace as its steps, even one with at most one "
+        "retrieval and no tool call, which is otherwise read as the row it always was.",
+        flag="--steps",
+    )
     # rows from somewhere else than a file (the Python API)
     source: RowSource | None = option(None, "", cli=False)
 
@@ -361,6 +381,7 @@ HELP_ORDER = [
     "max_state_question_tokens", "max_response_bytes", "adaptive", "max_error_rate", "error_budget_rows", "concurrency",
     "fail_threshold", "pass_threshold", "routing", "pricing", "baseline", "judge_base_url",
     "judge_model", "judge_api_key", "policy", "markdown", "html", "ignore_unknown_fields",
+    "retrieval_tools", "flatten", "steps",
     "groundedness", "claim_evidence", "claim_extractor", "slice_by", "k", "rows_out",
     "max_report_rows", "progress_interval", "max_cost", "shard", "partial_out", "workers",
     "run_record", "quiet", "dask",
