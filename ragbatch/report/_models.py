@@ -333,8 +333,9 @@ def report_json(report: Report) -> dict[str, Any]:
 
 def row_json(row: dict[str, Any]) -> dict[str, Any]:
     """A row's JSON as dumped without nulls, but a trace's ``firstFailingStep`` kept as null
-    (no step failed): the one null a report holds, so a reader can tell it from a row."""
-    if "steps" not in row or "firstFailingStep" in row:
+    (no step failed): the one null a report holds, so a reader can tell it from a row. A
+    failed trace has no verdict, so no first failing step either, not even null."""
+    if "steps" not in row or "firstFailingStep" in row or "diagnosis" not in row:
         return row
     out: dict[str, Any] = {}
     for key, value in row.items():

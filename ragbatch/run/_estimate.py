@@ -27,11 +27,13 @@ from ragbatch.core import (
     ProviderError,
     RequestLimits,
     Row,
+    Trace,
     build_request,
     claim_groups,
     estimate_input_tokens,
     oversize_reason,
     request_key,
+    step_requests,
 )
 from ragbatch.metrics import Out
 from ragbatch.providers.cache import ReplyCache, decode_entry
@@ -74,6 +76,15 @@ METHOD = (
 )
 
 
+def calls_of(item: Row | Trace, model: str, claims: ClaimConfig | None) -> list[Call]:
+    """Every call a run makes for ``item``: a row's request and claim groups, or one request
+    per judged step of a trace (docs/semantics.md §8)."""
+    if isinstance(item, Trace):
+        asked = step_requests(item, model)
+        return [Call(request=a.request, row=item, step=a.step) for a in asked]
+    return [Call(request=r, row=item) for r in requests_of(item, model, claims)]
+
+
 def requests_of(row: Row, model: str, claims: ClaimConfig | None) -> list[JevRequest]:
     requests = [build_request(row, model)]
     if claims is not None:
@@ -87,17 +98,15 @@ def requests_of(row: Row, model: str, claims: ClaimConfig | None) -> list[JevReq
     return requests
 
 
-def cached_input_tokens(
-    cache: ReplyCache | None, endpoint: str, request: JevRequest, row: Row
-) -> int | None:
-    """The input tokens the cached reply to ``request`` was billed, or None on a miss (a
-    corrupt entry is fetched again: a miss)."""
-    key = request_key(endpoint, request)
+def cached_input_tokens(cache: ReplyCache | None, endpoint: str, call: Call) -> int | None:
+    """The input tokens the cached reply to the call's request was billed, or None on a miss
+    (a corrupt entry is fetched again: a miss)."""
+    key = request_key(endpoint, call.request)
     data = cache.get(key) if cache is not None else None
     if data is None:
         return None
     try:
-        reply = decode_entry(data, Call(request=request, row=row), key)
+        reply = decode_entry(data, call, key)
     except (ValueError, ValidationError, ProviderError):
         return None
     return reply.usage.input_tokens
@@ -117,7 +126,7 @@ def accuracy_of(errors: list[float], estimated: int, actual: int) -> EstimatorAc
 
 
 def estimate_run(
-    rows: Iterable[Row],
+    rows: Iterable[Row | Trace],
     model: str,
     endpoint: str,
     pricing: PricingSnapshot,
@@ -131,10 +140,11 @@ def estimate_run(
     oversize: list[TooLarge] = []
     for row in rows:
         n += 1
-        for request in requests_of(row, model, claims):
+        for call in calls_of(row, model, claims):
+            request = call.request
             calls += 1
             estimate = estimate_input_tokens(request)
-            actual = cached_input_tokens(cache, endpoint, request, row)
+            actual = cached_input_tokens(cache, endpoint, call)
             if actual is not None:
                 hits += 1
                 estimated_hits += estimate

@@ -24,7 +24,6 @@ from ragbatch.core import (
     Provider,
     Thresholds,
 )
-from ragbatch.data import open_dataset
 from ragbatch.providers import (
     DEFAULT_MODEL,
     ENDPOINT,
@@ -38,6 +37,7 @@ from ragbatch.providers.cache import CachedProvider, ReplyCache
 from ragbatch.report import RunInfo
 from ragbatch.run._budget import BudgetedProvider, SpendLimit
 from ragbatch.run._config import RowSource
+from ragbatch.run._items import SourceItems, open_source_items
 from ragbatch.run._options import RunOptions
 from ragbatch.run._preflight import Checked, check_claims, load_pricing, rows_warning, run_model
 from ragbatch.run._progress import count_lines
@@ -151,7 +151,7 @@ class Parts:
     thresholds: Thresholds  # the flags', or the --policy file's
     claims: ClaimConfig | None
     baseline: BaselineJudge
-    reader: RowSource
+    reader: RowSource | SourceItems
     shard: Shard | None  # the part of the run this process evaluates (None: all of it)
     provider: Provider
     cached: CachedProvider | None
@@ -167,19 +167,13 @@ class Parts:
             await self.claims.extractor.aclose()
 
 
-def open_reader(o: RunOptions) -> RowSource:
-    """The run's rows: the API's in-memory source, else the dataset in its format."""
+def open_reader(o: RunOptions) -> RowSource | SourceItems:
+    """The run's rows: the API's in-memory source, else the dataset's rows and traces."""
     i = o.input
-    return i.source or open_dataset(
-        i.dataset,
-        i.format,
-        mapping=i.mapping,
-        outputs=i.outputs,
-        ignore_unknown_fields=i.ignore_unknown_fields,
-    )
+    return i.source or SourceItems(open_source_items(i))
 
 
-def make_shard(o: RunOptions, reader: RowSource) -> Shard | None:
+def make_shard(o: RunOptions, reader: RowSource | SourceItems) -> Shard | None:
     """The shard ``--shard K/N`` (with ``--partial-out``) names, read by ``reader``."""
     shard, partial = o.scale.shard_of, o.scale.partial_out
     return Shard(*shard, partial, reader) if shard is not None and partial is not None else None
@@ -232,7 +226,7 @@ def build_parts(checked: Checked, warn: Callable[[str], None]) -> Parts:
 
 def run_info(
     checked: Checked,
-    reader: RowSource,
+    reader: RowSource | SourceItems,
     baseline: BaselineJudge,
     provider: Provider,
     claims: ClaimConfig | None,

@@ -19,7 +19,7 @@ from ragbatch.core import DatasetError, Row, Trace
 from ragbatch.data import ItemSource, RowSource, open_items
 from ragbatch.run._options import InputOptions
 
-__all__ = ["ItemCounts", "open_source_items", "open_source_rows"]
+__all__ = ["ItemCounts", "SourceItems", "open_source_items", "open_source_rows"]
 
 
 def open_source_items(options: InputOptions) -> ItemSource:
@@ -35,6 +35,29 @@ def open_source_items(options: InputOptions) -> ItemSource:
         flatten=options.flatten,
         steps=options.steps,
     )
+
+
+class SourceItems:
+    """An item source as the run iterates it: its rows and traces in input order, with the
+    ``name``, ``rows`` and ``sha256`` a row source has once read."""
+
+    def __init__(self, items: ItemSource) -> None:
+        self.items = items
+
+    @property
+    def rows(self) -> int:
+        return self.items.rows
+
+    @property
+    def name(self) -> str:
+        return self.items.name
+
+    @property
+    def sha256(self) -> str:
+        return self.items.sha256
+
+    def __iter__(self) -> Iterator[Row | Trace]:
+        return self.items.items()
 
 
 class ItemRows:

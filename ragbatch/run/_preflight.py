@@ -30,7 +30,7 @@ from ragbatch.core import (
     Thresholds,
     parse_pricing,
 )
-from ragbatch.data import open_dataset, scan_lines
+from ragbatch.data import scan_lines
 from ragbatch.metrics import has_metadata_value, metadata_fields
 from ragbatch.providers import (
     DEFAULT_MODEL,
@@ -41,6 +41,7 @@ from ragbatch.providers import (
     check_base_url,
     clean_key,
 )
+from ragbatch.run._items import open_source_items
 from ragbatch.run._options import RunOptions
 
 if TYPE_CHECKING:  # calibration is loaded only by a run with --policy (start-up)
@@ -269,15 +270,8 @@ def _metadata(o: RunOptions) -> Iterator[Mapping[str, Any] | None]:
         except (OSError, orjson.JSONDecodeError):
             return  # the reader reports it, with file and line
         return
-    reader = open_dataset(
-        o.input.dataset,
-        o.input.format,
-        mapping=o.input.mapping,
-        outputs=o.input.outputs,
-        ignore_unknown_fields=o.input.ignore_unknown_fields,
-    )
-    for row in reader:
-        yield row.metadata
+    for item in open_source_items(o.input).items():
+        yield item.metadata
 
 
 def check_slice_fields(o: RunOptions) -> None:

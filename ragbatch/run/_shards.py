@@ -26,7 +26,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ragbatch._files import atomic_file
-from ragbatch.core import ConfigError, DatasetError, Row, RowOutcome
+from ragbatch.core import ConfigError, DatasetError, Row, RowOutcome, Trace
 from ragbatch.data import scan_lines
 from ragbatch.report import ReportBuilder, RunInfo
 from ragbatch.run._calls import CallLog
@@ -124,7 +124,9 @@ class Shard:
             write_partial(self.partial, (self.k, self.n), reader.rows, info, outcomes)
 
 
-def row_pairs(reader: Iterable[Row], shard: Shard | None) -> Iterator[tuple[int, Row]]:
+def row_pairs(
+    reader: Iterable[Row | Trace], shard: Shard | None
+) -> Iterator[tuple[int, Row | Trace]]:
     """(input index, row) of the rows a job evaluates: its shard's, or all."""
     return shard.pairs() if shard is not None else enumerate(reader)
 

@@ -38,9 +38,9 @@ from typing import Any
 import orjson
 
 from ragbatch.core import EXIT_ABORTED, Interrupted
-from ragbatch.data import open_dataset
 from ragbatch.report import RowsWriter
 from ragbatch.run._config import JobResult
+from ragbatch.run._items import open_source_items
 from ragbatch.run._job import cache_written, run_checked
 from ragbatch.run._options import RunOptions
 from ragbatch.run._parts import (
@@ -229,14 +229,7 @@ def dataset_rows(config: RunOptions, plan: RowPlan | None) -> int | None:
         return None
     if i.format == "jsonl":
         return count_lines(str(i.dataset))
-    reader = open_dataset(
-        i.dataset,
-        i.format,
-        mapping=i.mapping,
-        outputs=i.outputs,
-        ignore_unknown_fields=i.ignore_unknown_fields,
-    )
-    return sum(1 for _ in reader)
+    return sum(1 for _ in open_source_items(i).items())
 
 
 def cap_workers(
