@@ -151,7 +151,8 @@ def test_no_label_field_ever_reaches_the_provider(tmp_path: Path) -> None:
             assert word not in state
         assert marker not in body
         # label values must not ride along either: the expected diagnosis names are absent
-        row: Row = call.row
+        row = call.row
+        assert isinstance(row, Row)
         if row.expected and row.expected.diagnosis:
             assert row.expected.diagnosis not in body
 
