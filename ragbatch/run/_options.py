@@ -162,6 +162,7 @@ class JevOptions:
     max_request_tokens: int = option(MAX_REQUEST_TOKENS, "Estimated input tokens per request above which it is not sent.", min=1)  # fmt: skip
     max_state_question_tokens: int = option(MAX_STATE_QUESTION_TOKENS, "The same for the state plus the longest question.", min=1)  # fmt: skip
     max_response_bytes: int = option(DEFAULT_MAX_RESPONSE_BYTES, "Largest reply body, once decoded; a larger one fails the row.", min=1)  # fmt: skip
+    keep_alive: bool = option(True, "Reuse connections between requests; --no-keep-alive opens one per request, so no reply a server sends late can land on another request.")  # fmt: skip
 
     @property
     def request_limits(self) -> RequestLimits:
@@ -378,7 +379,7 @@ HELP_ORDER = [
     "dataset", "out", "format", "mapping", "outputs", "provider", "model", "base_url",
     "allow_insecure_http", "api_key", "cache_dir", "offline", "refresh", "no_cache", "timeout",
     "row_deadline", "max_retries", "max_rps", "max_tokens_per_s", "max_request_tokens",
-    "max_state_question_tokens", "max_response_bytes", "adaptive", "max_error_rate", "error_budget_rows", "concurrency",
+    "max_state_question_tokens", "max_response_bytes", "keep_alive", "adaptive", "max_error_rate", "error_budget_rows", "concurrency",
     "fail_threshold", "pass_threshold", "routing", "pricing", "baseline", "judge_base_url",
     "judge_model", "judge_api_key", "policy", "markdown", "html", "ignore_unknown_fields",
     "retrieval_tools", "flatten", "steps",

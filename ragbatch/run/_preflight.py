@@ -233,6 +233,7 @@ def jev_settings(o: RunOptions) -> JevSettings | None:
         allow_insecure_http=o.jev.allow_insecure_http,
         limits=o.jev.request_limits,
         max_response_bytes=o.jev.max_response_bytes,
+        keep_alive=o.jev.keep_alive,
     )
 
 
