@@ -105,7 +105,7 @@ def test_phoenix_parquet_through_the_cli(jev_server: JevServer, tmp_path: Path) 
         (
             "langfuse",
             "expected a Langfuse export: traces with id, input, output and observations[] "
-            "(type SPAN/GENERATION/EVENT, name, input, output), or observations with traceId",
+            "(type SPAN/GENERATION/EVENT, name, input, output), or observations with traceId, sessions with traces, or the OTLP requests the SDK sends",
         ),
         (
             "deepeval",
