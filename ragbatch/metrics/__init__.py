@@ -2,7 +2,7 @@
 
 Owns classification, calibration, selective prediction and latency (``scores``), ranking,
 answer checks and abstention, claim metrics, slices, the diagnostic matrix, golden-set
-sections (``golden``), the cascade trade-off (``tradeoff``) and prediction-powered inference
+sections (``golden``), where multi-step traces fail (``traces``), the cascade trade-off (``tradeoff``) and prediction-powered inference
 of true rates from human labels (``ppi``).
 
 Pure (no I/O). May import ``core``.
@@ -46,6 +46,11 @@ from ragbatch.metrics._scores import (
     safe,
 )
 from ragbatch.metrics._slices import BUILTIN_ORDER, has_metadata_value, metadata_fields, slice_keys
+from ragbatch.metrics._traces import (
+    TraceMetrics,
+    TraceMetricsAccumulator,
+    first_failing_step_match,
+)
 from ragbatch.metrics._tradeoff import (
     CURVE,
     CURVE_NOTE,
@@ -102,9 +107,12 @@ __all__ = [
     "RowRanking",
     "Selective",
     "Slices",
+    "TraceMetrics",
+    "TraceMetricsAccumulator",
     "Tradeoff",
     "TradeoffPoint",
     "diagnose_names",
+    "first_failing_step_match",
     "has_metadata_value",
     "labels_needed",
     "low_authority_support",
