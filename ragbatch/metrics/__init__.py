@@ -45,7 +45,15 @@ from ragbatch.metrics._scores import (
     Selective,
     safe,
 )
-from ragbatch.metrics._slices import BUILTIN_ORDER, has_metadata_value, metadata_fields, slice_keys
+from ragbatch.metrics._slices import (
+    BUILTIN_ORDER,
+    TRACE_DIMENSIONS,
+    has_metadata_value,
+    hops_bucket,
+    metadata_fields,
+    slice_keys,
+    turns_bucket,
+)
 from ragbatch.metrics._traces import (
     TraceMetrics,
     TraceMetricsAccumulator,
@@ -77,6 +85,7 @@ __all__ = [
     "MATRIX",
     "NOTE",
     "SWEEP",
+    "TRACE_DIMENSIONS",
     "Abstention",
     "AnswerCheck",
     "AnswerChecks",
@@ -114,6 +123,7 @@ __all__ = [
     "diagnose_names",
     "first_failing_step_match",
     "has_metadata_value",
+    "hops_bucket",
     "labels_needed",
     "low_authority_support",
     "metadata_fields",
@@ -126,4 +136,5 @@ __all__ = [
     "scores",
     "slice_keys",
     "supported_only_by_low_authority",
+    "turns_bucket",
 ]
