@@ -7,7 +7,8 @@ no retrieval, hops and turns per trace, the first failing step against its label
 judged step against its own labels (classification and component metrics).
 
 :class:`TraceMetricsAccumulator` takes one outcome at a time and keeps counts and exact sums,
-never the traces, so memory grows with the longest trace, not with the rows. Every figure
+never the traces, so memory grows with the longest trace, not with the rows; its attributes
+are of the types :mod:`ragbatch.report._merge` adds up, so shards of a run merge exactly. Every figure
 but the step classification's label order (first appearance, as in §3) is the same for any
 row order.
 """
@@ -339,7 +340,8 @@ class TraceMetricsAccumulator:
         self.first_kind = {kind: Counter[str]() for kind in KINDS}
         self.first_no_retrieval = 0
         self.hops: dict[int, _Tally] = {}
-        self.turns: dict[int, tuple[_Tally, _Tally]] = {}
+        # per turn: [hops, answers]; a list, not a tuple, so that merged parts add up
+        self.turns: dict[int, list[_Tally]] = {}
         self.turn_traces: Counter[int] = Counter()
         self.wasted_traces = self.no_retrieval_traces = self.no_retrieval_answers = 0
         self.hop_counts, self.turn_counts = _Counts(), _Counts()
@@ -369,7 +371,7 @@ class TraceMetricsAccumulator:
         where = _positions(trace)
         for s in verdict.steps:
             turn, position = where[s.step]
-            hops, answers = self.turns.setdefault(turn, (_Tally(), _Tally()))
+            hops, answers = self.turns.setdefault(turn, [_Tally(), _Tally()])
             if position >= 0:
                 self.hops.setdefault(position, _Tally()).add(s, s.step == first)
                 hops.add(s, s.step == first)
