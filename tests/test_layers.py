@@ -40,6 +40,7 @@ PURE = [
     "ragbatch.report._rows",
     "ragbatch.report._text",
     "ragbatch.report._tables",
+    "ragbatch.report._trace_tables",
     "ragbatch.report._markdown",
     "ragbatch.report._inference_view",
     "ragbatch.report._export",

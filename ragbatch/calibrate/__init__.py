@@ -3,7 +3,8 @@
 Owns the fit under a risk target (``fit``), Clopper-Pearson bounds and AUROC (``bounds``),
 the precedence table over per-judgment thresholds (``rules``), the grid search and
 coordinate refinement (``search``, ``refine``), the policy file (``policy_file``) and the
-stratified audit sample with judge-human agreement (``audit``).
+stratified audit sample with judge-human agreement (``audit``; a multi-step trace's line and
+its first failing step's agreement: ``trace_audit``).
 
 Pure (works on parsed reports, returns bytes). May import ``metrics`` and ``core``.
 """
@@ -21,6 +22,7 @@ from ragbatch.calibrate._audit import (
 )
 from ragbatch.calibrate._policy_file import PolicyFile, load_policy, policy_bytes, thresholds_of
 from ragbatch.calibrate._summary import calibrate_targets, summary
+from ragbatch.calibrate._trace_audit import trace_texts
 
 __all__ = [
     "PolicyFile",
@@ -35,4 +37,5 @@ __all__ = [
     "sample_header",
     "summary",
     "thresholds_of",
+    "trace_texts",
 ]

@@ -21,6 +21,13 @@ import orjson
 
 from ragbatch.calibrate._row_view import row_view, signals_from
 from ragbatch.calibrate._rules import JUDGMENTS
+from ragbatch.calibrate._trace_audit import (
+    TRACE_INSTRUCTIONS,
+    human_first_failing_step,
+    is_trace_row,
+    judged_first_failing_step,
+    trace_sample_line,
+)
 from ragbatch.core import DIAGNOSES, ConfigError
 from ragbatch.metrics import Out, safe
 
@@ -42,10 +49,14 @@ INSTRUCTIONS = (
 )
 
 
-def instructions_line(sample: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The sample file's first line: how to fill in the ``human`` fields of the others, and
-    (``sample``, see :func:`sample_header`) how the sample was drawn."""
-    line: dict[str, Any] = {"instructions": INSTRUCTIONS.format(diagnoses=", ".join(DIAGNOSES))}
+def instructions_line(
+    sample: Mapping[str, Any] | None = None, traces: bool = False
+) -> dict[str, Any]:
+    """The sample file's first line: how to fill in the ``human`` fields of the others (of
+    multi-step traces too when ``traces``), and (``sample``, see :func:`sample_header`) how
+    the sample was drawn."""
+    text = INSTRUCTIONS.format(diagnoses=", ".join(DIAGNOSES))
+    line: dict[str, Any] = {"instructions": text + (TRACE_INSTRUCTIONS if traces else "")}
     if sample is not None:
         line["sample"] = dict(sample)
     return line
@@ -123,7 +134,12 @@ def audit_sample(
                 f"row {row_id} of the report is not in the dataset; pass the dataset the report "
                 "was run on"
             )
-        line = sample_line(rows[i], texts[row_id] if texts is not None else None)
+        text = texts[row_id] if texts is not None else None
+        line = (
+            trace_sample_line(rows[i], text)
+            if is_trace_row(rows[i])
+            else sample_line(rows[i], text)
+        )
         key, p = inclusion[i]
         human = line.pop("human")  # stays last: the part a person fills in
         line.update(stratum=f"{key[0]}/{key[1]}", inclusionProbability=p, human=human)
@@ -172,6 +188,8 @@ class Agreement(Out):
     kappa: float | None  # Cohen's kappa; None when chance agreement is 1
     fallback: int  # labelled rows the judge sent to fallback (no verdict to agree with)
     per_judgment: dict[str, JudgmentAgreement]
+    # traces the judge decided, whose first failing step a person labelled (§8a)
+    first_failing_step: JudgmentAgreement | None = None
     unmatched: list[str]  # label ids missing from the report or failed there
     warning: str | None = None
 
@@ -201,6 +219,7 @@ def agreement(
     pairs: list[tuple[str, str]] = []
     per: dict[str, list[bool]] = {name: [] for name in JUDGMENTS}
     unmatched: list[str] = []
+    first_steps: list[bool] = []
     labelled = fallback = labelled_values = 0
     for line in labels:
         if is_instructions(line):
@@ -216,13 +235,23 @@ def agreement(
         if said is not None and said not in DIAGNOSES:
             raise ConfigError(f"label {key}: human.diagnosis {said!r} is not one of {DIAGNOSES}")
         labelled_values += said is not None
+        steps = len(row.steps) if row.steps is not None else None
+        first = human_first_failing_step(key, human, steps)
+        labelled_values += first is not None
         if row.route != "auto":
             fallback += 1
-        elif said is not None:
-            pairs.append((str(row.diagnosis), str(said)))
-        signals = dict(
-            zip(JUDGMENTS, signals_from(row.id, row.retrieval, row.generation), strict=True)
+        else:
+            if said is not None:
+                pairs.append((str(row.diagnosis), str(said)))
+            if first is not None:
+                first_steps.append(judged_first_failing_step(row.first_failing_step) == first)
+        # a trace has no row-level judgments (its steps have theirs): nothing to compare
+        probabilities = (
+            signals_from(row.id, row.retrieval, row.generation)
+            if row.steps is None
+            else (None,) * len(JUDGMENTS)
         )
+        signals = dict(zip(JUDGMENTS, probabilities, strict=True))
         for name, truth in (human.get("judgments") or {}).items():
             if truth is None:
                 continue
@@ -256,6 +285,15 @@ def agreement(
         kappa=cohen_kappa(pairs),
         fallback=fallback,
         per_judgment=per_judgment,
+        first_failing_step=(
+            JudgmentAgreement(
+                count=len(first_steps),
+                agreed=sum(first_steps),
+                agreement=safe(sum(first_steps), len(first_steps)),
+            )
+            if first_steps
+            else None
+        ),
         unmatched=unmatched,
     )
     return result.model_copy(update={"warning": _warning(result)})
@@ -291,6 +329,9 @@ def _warning(a: Agreement) -> str | None:
         for name, j in a.per_judgment.items()
         if j.agreement < MIN_AGREEMENT
     ]
+    f = a.first_failing_step
+    if f is not None and f.agreement < MIN_AGREEMENT:
+        low.append(f"firstFailingStep {f.agreement:.0%} ({f.agreed}/{f.count})")
     if not low:
         return None
     return (

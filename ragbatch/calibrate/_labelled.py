@@ -35,6 +35,12 @@ def labelled(rows: Sequence[Mapping[str, Any]]) -> list[Labelled]:
     out: list[Labelled] = []
     for raw in rows:
         row = row_view(raw)
+        if row.steps is not None and (row.expected is not None or _labels_a_step(row)):
+            raise ConfigError(
+                f"row {row.id}: a multi-step trace cannot be calibrated yet: the search "
+                "re-diagnoses a row from one set of judgments, a trace's verdict composes its "
+                "steps' (docs/semantics.md §8a); calibrate on a report of labelled rows"
+            )
         if row.status != "ok" or row.expected is None:
             continue  # failed or unlabelled: calibration does not read them
         if row.claim_summary is not None:
@@ -47,3 +53,7 @@ def labelled(rows: Sequence[Mapping[str, Any]]) -> list[Labelled]:
             Labelled(row.id, signals, str(row.expected), row.diagnosis, row.confidence or 0.0)
         )
     return out
+
+
+def _labels_a_step(row: Any) -> bool:
+    return any(step.expected is not None for step in row.steps)

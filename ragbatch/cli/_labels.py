@@ -23,9 +23,10 @@ from ragbatch.calibrate import (
     jsonl_bytes,
     row_texts,
     sample_header,
+    trace_texts,
 )
 from ragbatch.cli._common import check_output_paths, fail, read_json, read_report
-from ragbatch.cli._run_command import SOURCE, open_source, with_options
+from ragbatch.cli._run_command import SOURCE, source_options, with_options
 from ragbatch.compare import (
     DEFAULT_MAX_RISE,
     JEV_ONLY,
@@ -40,10 +41,11 @@ from ragbatch.compare import (
     judge_failure_rates,
     parse_rules,
 )
-from ragbatch.core import ConfigError, RagbatchError
+from ragbatch.core import ConfigError, RagbatchError, Trace
 from ragbatch.data import read_labels
 from ragbatch.metrics import Inference, labels_needed
 from ragbatch.report import Report, report_bytes, report_html, report_markdown
+from ragbatch.run import open_source_items
 
 Labels = Annotated[Path, typer.Option(help="The labelled audit sample (JSONL).")]
 Confidence = Annotated[
@@ -53,13 +55,15 @@ Confidence = Annotated[
 
 def dataset_texts(source: Mapping[str, Any], report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Question, contexts and answer per row id of the dataset ``report`` was run on (the
-    :data:`~ragbatch.cli._run_command.SOURCE` options name it)."""
-    reader = open_source(source)
+    :data:`~ragbatch.cli._run_command.SOURCE` options name it); a multi-step trace's steps."""
+    reader = open_source_items(source_options(source))
     texts = {
-        row.id: row_texts(
-            row.question, [c.model_dump(exclude_none=True) for c in row.contexts], row.answer
+        item.id: trace_texts(item)
+        if isinstance(item, Trace)
+        else row_texts(
+            item.question, [c.model_dump(exclude_none=True) for c in item.contexts], item.answer
         )
-        for row in reader
+        for item in reader.items()
     }
     expected = (report.get("dataset") or {}).get("sha256")
     if expected and reader.sha256 != expected:
@@ -176,7 +180,8 @@ def audit_sample_command(
         data = read_report(report)
         lines = audit_sample(data["rows"], rate, seed, dataset_texts(source, data))
         header = sample_header(data["dataset"]["sha256"], rate, seed, lines)
-        write_bytes(out, jsonl_bytes([instructions_line(header), *lines]))
+        traces = any("steps" in line for line in lines)
+        write_bytes(out, jsonl_bytes([instructions_line(header, traces), *lines]))
     except RagbatchError as error:
         raise fail(error) from None
     typer.echo(f"wrote {len(lines)} rows to label to {out} (instructions on its first line)")

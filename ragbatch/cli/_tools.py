@@ -209,9 +209,15 @@ def agreement_command(
     if json_out:
         typer.echo(result.model_dump_json(by_alias=True))
     else:
+        first = result.first_failing_step
         typer.echo(
             f"agreement {result.agreement:.1%} on {result.decided} decided rows "
             f"(kappa {kappa}), {result.fallback} fallback rows"
+            + (
+                f"; first failing step {first.agreement:.1%} on {first.count} decided traces"
+                if first is not None
+                else ""
+            )
         )
     if result.warning:
         typer.echo(f"warning: {result.warning}", err=True)

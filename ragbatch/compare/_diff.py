@@ -49,6 +49,10 @@ HEADLINE_PATHS: tuple[str, ...] = (
     "retrievalRanking.at.10.ndcg",
     "answerChecks.containsPassRate",
     "answerChecks.mustNotContainPassRate",
+    "traces.firstFailingStep.rate",
+    "traces.firstFailingStepAccuracy.accuracy",
+    "traces.wastedHops.rate",
+    "traces.noRetrieval.rate",
 )
 ChangeKind = Literal["policy", "thresholds", "routing", "model", "pricing"]
 CHANGE_KINDS: dict[str, ChangeKind] = {
@@ -137,13 +141,16 @@ def fmt(value: Any) -> str:
 
 
 class Flip(Out):
-    """A row whose diagnosis differs; ``change`` says fixed/broken against ``expected``."""
+    """A row whose diagnosis differs, or a trace whose first failing step does; ``change``
+    says fixed/broken against ``expected`` (a trace's step: against its label)."""
 
     id: str
     before: str | None
     after: str | None
     expected: str | None
     change: Literal["fixed", "broken", "changed"]
+    before_step: int | None = None  # a trace's first failing step (docs/semantics.md §8a)
+    after_step: int | None = None
 
 
 class Delta(Out):
@@ -176,16 +183,31 @@ class Diff(Out):
 
 def _flip(row_id: str, a: Any, b: Any) -> Flip | None:
     before, after = a.diagnosis, b.diagnosis
-    if before == after:
+    steps = a.first_failing_step, b.first_failing_step
+    if before == after and steps[0] == steps[1]:
         return None
     # the later report's expectation when it states one (even null), else the earlier's
     expected = b.expected if "expected" in b.model_fields_set else a.expected
     change: Literal["fixed", "broken", "changed"] = "changed"
-    if expected is not None and after == expected:
+    if before == after:  # the same diagnosis, another first failing step: its label decides
+        matched = a.first_failing_step_match, b.first_failing_step_match
+        if matched == (False, True):
+            change = "fixed"
+        elif matched == (True, False):
+            change = "broken"
+    elif expected is not None and after == expected:
         change = "fixed"
     elif expected is not None and before == expected:
         change = "broken"
-    return Flip(id=row_id, before=before, after=after, expected=expected, change=change)
+    return Flip(
+        id=row_id,
+        before=before,
+        after=after,
+        expected=expected,
+        change=change,
+        before_step=steps[0],
+        after_step=steps[1],
+    )
 
 
 def setup_changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Change]:
@@ -233,10 +255,19 @@ SETUP_NOTE = (
 )
 
 
+def _verdict(diagnosis: str | None, step: int | None) -> str:
+    """A flip's cell: the diagnosis, and a trace's first failing step when it has one."""
+    return fmt(diagnosis) + ("" if step is None else f" (step {step})")
+
+
 def diff_markdown(diff: Diff, a_name: str = "A", b_name: str = "B") -> str:
     """The diff as Markdown: setup changes first (policy, thresholds, routing, model,
     pricing), then flips with row ids, added/removed rows and metric deltas."""
-    flips = [(f.id, fmt(f.before), fmt(f.after), fmt(f.expected), f.change) for f in diff.flipped]
+    flips = [
+        (f.id, _verdict(f.before, f.before_step), _verdict(f.after, f.after_step),
+         fmt(f.expected), f.change)
+        for f in diff.flipped
+    ]  # fmt: skip
     deltas = [
         (f"`{d.path}`", fmt(d.before), fmt(d.after), fmt(d.delta))
         for d in diff.deltas

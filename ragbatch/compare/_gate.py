@@ -48,6 +48,7 @@ EPSILON = 1e-9  # a drop of exactly maxDrop passes despite float noise (0.75 - 0
 DIAGNOSIS = "diagnosis"  # row outcome "diagnosis == expected", for accuracy-like rules
 CASCADE_DIAGNOSIS = "cascade.diagnosis"  # the same for the cascade's verdict
 DIAGNOSES = (DIAGNOSIS, CASCADE_DIAGNOSIS)
+FIRST_FAILING_STEP_MATCH = "firstFailingStepMatch"  # a trace's, docs/semantics.md §8a
 NEAREST = 3  # nearest existing paths named for a rule path in neither report
 PAIRED_TEST = (
     "A metric drop beyond its limit is a regression only when the per-row outcomes agree: "
@@ -125,6 +126,8 @@ def default_row_path(path: str) -> str | None:
     """The per-row outcome a rule on ``path`` pairs on, when there is an obvious one."""
     if path.startswith("retrievalRanking."):
         return "retrievalRanking.reciprocalRank" if path.endswith(".mrr") else path
+    if path.startswith("traces.firstFailingStepAccuracy."):  # the trace's step as labelled
+        return FIRST_FAILING_STEP_MATCH
     return DIAGNOSIS if path.casefold().endswith("accuracy") else None
 
 

@@ -16,12 +16,15 @@ from typing import Any
 from ragbatch.core import DIAGNOSES, JUDGMENTS, ConfigError
 from ragbatch.metrics import (
     BUILTIN_ORDER,
+    TRACE_DIMENSIONS,
     Estimate,
     Inference,
     Labelled,
     Population,
+    hops_bucket,
     ppi_rate,
     slice_keys,
+    turns_bucket,
 )
 from ragbatch.report import Report, RowResult
 
@@ -279,14 +282,21 @@ def judge_failure_rates(report: Report) -> dict[str, float]:
 
 
 def _metadata_slices(report: Report) -> list[tuple[str, str]]:
-    """The report's ``--slice-by`` slices (metadata fields; the built-in ones need the text)."""
+    """The report's ``--slice-by`` slices (metadata fields; the built-in ones need the text)
+    and a trace's ``hops`` and ``turns`` (its row has both counts)."""
     if report.slices is None:
         return []
     return [
-        (s.dimension, s.value) for s in report.slices.slices if s.dimension not in BUILTIN_ORDER
+        (s.dimension, s.value)
+        for s in report.slices.slices
+        if s.dimension not in BUILTIN_ORDER or s.dimension in TRACE_DIMENSIONS
     ]
 
 
 def _slice_value(row: RowResult, dimension: str) -> str:
+    if dimension in TRACE_DIMENSIONS:  # a row that is not a trace is in no such slice
+        count = row.hops if dimension == "hops" else row.turns
+        bucket = hops_bucket if dimension == "hops" else turns_bucket
+        return "" if count is None else bucket(count)
     field = dimension.removeprefix("metadata.") if dimension.startswith("metadata.") else dimension
     return slice_keys("", (), row.metadata, [field]).get(dimension, "")

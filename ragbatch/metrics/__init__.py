@@ -2,7 +2,7 @@
 
 Owns classification, calibration, selective prediction and latency (``scores``), ranking,
 answer checks and abstention, claim metrics, slices, the diagnostic matrix, golden-set
-sections (``golden``), the cascade trade-off (``tradeoff``) and prediction-powered inference
+sections (``golden``), where multi-step traces fail (``traces``), the cascade trade-off (``tradeoff``) and prediction-powered inference
 of true rates from human labels (``ppi``).
 
 Pure (no I/O). May import ``core``.
@@ -45,7 +45,20 @@ from ragbatch.metrics._scores import (
     Selective,
     safe,
 )
-from ragbatch.metrics._slices import BUILTIN_ORDER, has_metadata_value, metadata_fields, slice_keys
+from ragbatch.metrics._slices import (
+    BUILTIN_ORDER,
+    TRACE_DIMENSIONS,
+    has_metadata_value,
+    hops_bucket,
+    metadata_fields,
+    slice_keys,
+    turns_bucket,
+)
+from ragbatch.metrics._traces import (
+    TraceMetrics,
+    TraceMetricsAccumulator,
+    first_failing_step_match,
+)
 from ragbatch.metrics._tradeoff import (
     CURVE,
     CURVE_NOTE,
@@ -72,6 +85,7 @@ __all__ = [
     "MATRIX",
     "NOTE",
     "SWEEP",
+    "TRACE_DIMENSIONS",
     "Abstention",
     "AnswerCheck",
     "AnswerChecks",
@@ -102,10 +116,14 @@ __all__ = [
     "RowRanking",
     "Selective",
     "Slices",
+    "TraceMetrics",
+    "TraceMetricsAccumulator",
     "Tradeoff",
     "TradeoffPoint",
     "diagnose_names",
+    "first_failing_step_match",
     "has_metadata_value",
+    "hops_bucket",
     "labels_needed",
     "low_authority_support",
     "metadata_fields",
@@ -118,4 +136,5 @@ __all__ = [
     "scores",
     "slice_keys",
     "supported_only_by_low_authority",
+    "turns_bucket",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ragbatch.core import Context, Golden, Judgments, RowOutcome
+from ragbatch.core import Context, Golden, Judgments, RowOutcome, count_hops, turns_of
 from ragbatch.metrics import _scores as m
 from ragbatch.metrics._answer_checks import (
     Abstention,
@@ -120,7 +120,9 @@ def _slice_item(
     fields: Sequence[str],
 ) -> SliceItem:
     row = o.row
-    keys = slice_keys(row.question, [c.text for c in row.contexts], row.metadata, fields)
+    judged = o.jev.trace
+    size = (count_hops(judged.trace), len(turns_of(judged.trace))) if judged else None
+    keys = slice_keys(row.question, [c.text for c in row.contexts], row.metadata, fields, size)
     if row.golden is not None and row.golden.expected_classification is not None:
         keys["expectedClassification"] = row.golden.expected_classification
     authorities = sorted({str(c.authority) for c in row.contexts if c.authority is not None})

@@ -7,6 +7,9 @@ Each row gets slice keys: three built in, plus chosen metadata fields.
 - ``contextCount``: retrieved contexts, "0", "1", "2-3", "4-6" or "7+".
 - ``nearDuplicateTop3``: "yes" when any two of the top-3 context texts have a token Jaccard
   similarity >= 0.9 (duplicates or stale copies crowding the top), else "no".
+- ``hops`` and ``turns``, for a multi-step trace only (docs/semantics.md §8a): its retrieval
+  steps, "0", "1", "2", "3", "4-6" or "7+", and its turns, "1", "2", "3", "4-6" or "7+". A
+  row has neither key, so a run of rows alone has no such slice.
 - a metadata field by name (``--slice-by topic``); a missing or null value is "(none)". A
   dotted name reaches into nested metadata; a field named like a built-in slice is keyed
   ``metadata.<name>``.
@@ -39,7 +42,10 @@ BUILTIN_ORDER: dict[str, tuple[str, ...]] = {
     "queryLength": ("≤5", "6\u201314", "≥15"),
     "contextCount": ("0", "1", "2-3", "4-6", "7+"),
     "nearDuplicateTop3": ("yes", "no"),
+    "hops": ("0", "1", "2", "3", "4-6", "7+"),
+    "turns": ("1", "2", "3", "4-6", "7+"),
 }
+TRACE_DIMENSIONS = ("hops", "turns")  # a trace's own slices (§8a)
 
 Value = float | bool | None
 MetricFn = Callable[[Sequence["SliceItem"]], float | None]
@@ -68,6 +74,16 @@ def context_count_bucket(count: int) -> str:
     if count <= 1:
         return str(max(count, 0))
     return "2-3" if count <= 3 else "4-6" if count <= 6 else "7+"
+
+
+def hops_bucket(count: int) -> str:
+    """ "0", "1", "2", "3", "4-6" or "7+" retrieval steps of a trace."""
+    return str(max(count, 0)) if count <= 3 else "4-6" if count <= 6 else "7+"
+
+
+def turns_bucket(count: int) -> str:
+    """ "1", "2", "3", "4-6" or "7+" turns of a trace (a trace has at least one)."""
+    return str(max(count, 1)) if count <= 3 else "4-6" if count <= 6 else "7+"
 
 
 _WORD = re.compile(r"\w+")
@@ -151,13 +167,17 @@ def slice_keys(
     context_texts: Sequence[str],
     metadata: Mapping[str, Any] | None = None,
     fields: Sequence[str] = (),
+    trace: tuple[int, int] | None = None,
 ) -> dict[str, str]:
-    """The slice value of each dimension for one row: built-ins first, then metadata fields."""
+    """The slice value of each dimension for one row: built-ins first (``hops`` and
+    ``turns`` when ``trace`` gives a trace's hop and turn counts), then metadata fields."""
     keys = {
         "queryLength": query_length_bucket(question),
         "contextCount": context_count_bucket(len(context_texts)),
         "nearDuplicateTop3": "yes" if is_near_duplicate_top3(context_texts) else "no",
     }
+    if trace is not None:
+        keys |= {"hops": hops_bucket(trace[0]), "turns": turns_bucket(trace[1])}
     for field in fields:
         name = f"metadata.{field}" if field in BUILTIN_ORDER else field
         keys[name] = _metadata_value(metadata, field)

@@ -35,6 +35,7 @@ from ragbatch.metrics import (
     ClaimMetricsAccumulator,
     ClaimRowInput,
     GoldenAccumulator,
+    TraceMetricsAccumulator,
     row_check,
     row_ranking,
 )
@@ -129,6 +130,7 @@ class ReportBuilder:
         self.routes: Counter[str] = Counter()
         self.variants: Counter[str] = Counter()
         self.traces = 0
+        self.trace_metrics = TraceMetricsAccumulator()
         self.answered_by: set[str] = set()
         self.skipped = 0
         self.skipped_ids: list[str] = []
@@ -160,6 +162,7 @@ class ReportBuilder:
         self.routes[verdict.route if verdict else "failed"] += 1
         self.variants[o.decision.variant] += 1
         self.traces += o.jev.trace is not None
+        self.trace_metrics.add(o)
         self.labelled += bool(o.row.expected and o.row.expected.diagnosis)
         if o.jev.reply is not None:
             self.answered_by.add(o.jev.reply.model)
@@ -273,6 +276,7 @@ class ReportBuilder:
             routing_curves=(
                 self.curves.result() if self.curves is not None and self.labelled else None
             ),
+            traces=self.trace_metrics.result(),
             **{k: v for k, v in dict(golden).items() if k != "abstention"},
             rows_omitted=(
                 RowsOmitted(

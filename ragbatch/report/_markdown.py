@@ -2,7 +2,8 @@
 
 The sections are the tables of :mod:`ragbatch.report._tables` (numbers rounded for humans; the JSON
 stays exact), each a heading, a pipe table and a note; sections the report lacks are left out.
-The diagnostic matrix (where to look first, upstream layer first) follows the headline.
+The diagnostic matrix (where to look first, upstream layer first) follows the headline; where
+multi-step traces fail follows the failed rows.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from ragbatch.report._inference_view import inference_table
 from ragbatch.report._models import Report
 from ragbatch.report._tables import (
+    FAILURES_TITLE,
     Table,
     diagnostics_table,
     guarantee_text,
@@ -22,6 +24,7 @@ from ragbatch.report._tables import (
     report_tables,
     usd,
 )
+from ragbatch.report._trace_tables import trace_tables
 
 
 def _cell(text: str) -> str:
@@ -84,6 +87,9 @@ def report_markdown(report: Report) -> str:
     diagnostics = diagnostics_table(report)
     if diagnostics is not None:
         tables.insert(1, diagnostics)  # right under the headline: what to fix first
+    # where traces fail, right after the failed rows (only a run with traces has them)
+    after = next(i for i, t in enumerate(tables) if t.title == FAILURES_TITLE) + 1
+    tables[after:after] = trace_tables(report.traces)
     inference = inference_table(report.inference)
     if inference is not None:
         tables.append(inference)  # only after `ragbatch infer`: goldens unchanged without it

@@ -46,6 +46,7 @@ from ragbatch.metrics import (
     RowRanking,
     Selective,
     Slices,
+    TraceMetrics,
     Tradeoff,
 )
 
@@ -279,6 +280,8 @@ class RowResult(Out):
     # every step; the fields above then describe the deciding turn seen as a row.
     deciding_step: int | None = None
     first_failing_step: int | None = None
+    # firstFailingStep agrees with expected.firstFailingStep (a trace that labels it, §8a)
+    first_failing_step_match: bool | None = None
     hops: int | None = None
     turns: int | None = None
     wasted_hops: int | None = None
@@ -310,6 +313,7 @@ class Report(Out):
     modes: Modes
     tradeoff: Tradeoff | None = None
     routing_curves: RoutingCurves | None = None  # runs with a policy or guarded routing
+    traces: TraceMetrics | None = None  # runs with multi-step traces (docs/semantics.md §8a)
     retrieval_ranking: RetrievalRanking | None = None
     answer_checks: AnswerChecks | None = None
     chunk_agreement: dict[str, ChunkAgreement] | None = None
@@ -339,7 +343,7 @@ def row_json(row: dict[str, Any]) -> dict[str, Any]:
         return row
     out: dict[str, Any] = {}
     for key, value in row.items():
-        if key == "hops":
+        if key in ("firstFailingStepMatch", "hops") and "firstFailingStep" not in out:
             out["firstFailingStep"] = None
         out[key] = value
     return out

@@ -16,6 +16,7 @@ from ragbatch.core import (
 from ragbatch.metrics import (
     AnswerCheck,
     RowRanking,
+    first_failing_step_match,
     low_authority_support,
     supported_only_by_low_authority,
 )
@@ -133,6 +134,7 @@ def trace_fields(judged: TraceJudged) -> dict[str, object]:
     return {
         "deciding_step": verdict.deciding_step if verdict else None,
         "first_failing_step": verdict.first_failing_step if verdict else None,
+        "first_failing_step_match": first_failing_step_match(judged),
         "hops": sum(1 for s in trace.steps if s.kind == "retrieval"),
         "turns": len(turns_of(trace)),
         "wasted_hops": verdict.wasted_hops if verdict else None,

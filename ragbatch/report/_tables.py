@@ -22,6 +22,7 @@ from ragbatch.report._models import Mode, Report
 
 KNOWN_SECTIONS = {"reportVersion", "dataset", "decisions", "policy", "provider", "pricing", "modes"}
 KNOWN_SECTIONS |= {"rows", "slices", "tradeoff", "diagnostics", "routingCurves"}
+KNOWN_SECTIONS |= {"traces"}  # its own tables: ragbatch.report._trace_tables
 # Section titles in words; a section not listed here gets its key split into words.
 TITLES = {
     "incomplete": "Incomplete run",
@@ -33,6 +34,7 @@ TITLES = {
     "authority": "Source authority",
     "rowsOmitted": "Rows left out of the report",
 }
+FAILURES_TITLE = "Failures by kind"
 DIAGNOSTICS_TITLE = "Where to look first (diagnostic matrix)"
 DIAGNOSTICS_NOTE = (
     "Trace back from each weak metric to the pipeline layer that owns it and fix the upstream "
@@ -212,7 +214,7 @@ def failures_table(report: Report) -> Table:
         for kind in kinds
     )
     note = "" if rows else "No failed rows."
-    return Table("Failures by kind", ("kind", "Jev-only", "baseline", "cascade"), rows, note)
+    return Table(FAILURES_TITLE, ("kind", "Jev-only", "baseline", "cascade"), rows, note)
 
 
 def _leaves(value: Any, prefix: str = "", depth: int = 0) -> Iterator[tuple[str, Any]]:

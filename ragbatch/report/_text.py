@@ -9,6 +9,7 @@ from ragbatch.core import Cost
 from ragbatch.metrics import Latency
 from ragbatch.report._models import Mode, Report
 from ragbatch.report._tables import guarantee_text
+from ragbatch.report._trace_tables import trace_line
 
 # What to do about each failure kind (docs/reference/report-format.md); http-4xx share one hint.
 FAILURE_HINTS: dict[str, str] = {
@@ -150,6 +151,9 @@ def summary_text(report: Report, record: Mapping[str, Any] | None = None) -> str
     answer = guarantee_text(report)
     if answer is not None:
         lines.append(f"  guarantee: {answer}")
+    traces = trace_line(report.traces)
+    if traces is not None:
+        lines.append(traces)
     ranking = report.retrieval_ranking
     if ranking is not None:
         top = max(ranking.at, key=int)

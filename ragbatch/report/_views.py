@@ -28,6 +28,9 @@ ROW_FIELDS = (
     "expected",
     "claim_summary",
     "trace_id",
+    "first_failing_step",
+    "first_failing_step_match",
+    "steps",
 )
 
 
