@@ -43,6 +43,7 @@ PURE = [
     "ragbatch.report._markdown",
     "ragbatch.report._inference_view",
     "ragbatch.report._export",
+    "ragbatch.report._export_traces",
     "ragbatch.report._views",
     "ragbatch.providers._mock",
     "ragbatch.providers._baseline",
