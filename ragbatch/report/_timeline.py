@@ -102,12 +102,13 @@ def cut(text: str, limit: int) -> str:
 
 
 def compact(value: Any) -> str:
-    """A tool's input or output as one line: text as it is, anything else as JSON."""
+    """A tool's input or output on one line: text with its whitespace collapsed, anything
+    else as JSON."""
     if value is None:
         return ""
     if isinstance(value, str):
         return " ".join(value.split())
-    return json.dumps(value, ensure_ascii=False, sort_keys=False, default=str)
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 class Tones:
@@ -175,7 +176,12 @@ def state_of(diagnosis: str | None) -> str:
     return {"PASS": "pass", "JUDGE_UNCERTAIN": "uncertain"}.get(diagnosis, "fail")
 
 
-def step_view(result: StepResult, step: Any, row: RowResult, tones: Tones) -> StepView:
+def step_view(
+    result: StepResult,
+    step: UserStep | RetrievalStep | ToolStep | AnswerStep | None,
+    row: RowResult,
+    tones: Tones,
+) -> StepView:
     """One step: ``step`` is the trace's own (its texts), or None when it is not known."""
     marks = []
     if result.recovered:
