@@ -44,6 +44,8 @@ PURE = [
     "ragbatch.report._markdown",
     "ragbatch.report._inference_view",
     "ragbatch.report._export",
+    "ragbatch.report._export_traces",
+    "ragbatch.report._timeline",
     "ragbatch.report._views",
     "ragbatch.providers._mock",
     "ragbatch.providers._baseline",

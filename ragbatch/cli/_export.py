@@ -1,5 +1,6 @@
-"""``ragbatch export``: a report's per-row verdicts as Phoenix span annotations or Langfuse
-scores, one JSON object a line, ready for those tools' own upload clients (file I/O)."""
+"""``ragbatch export``: a report's per-row verdicts (a trace's, and its failing step's) as
+Phoenix span annotations or Langfuse scores, one JSON object a line, ready for those tools' own
+upload clients (file I/O)."""
 
 from __future__ import annotations
 
@@ -65,8 +66,11 @@ def export_command(
     """Write each row's verdict for upload to Phoenix or Langfuse.
 
     Rows need the trace's ids (rows read with --format openinference or langfuse carry
-    them): rows without one, and failed rows, are skipped and named on stderr. Exit 0
-    written, 2 bad input or no row could be exported.
+    them): rows without one, and failed rows, are skipped and named on stderr. A multi-step
+    trace's verdict goes on its root span (Langfuse: the trace, or the session), and its first
+    failing step's (an uncertain trace's deciding step's) on that step's span (NAME.step) or
+    observation (NAME.step.diagnosis); a step without a span id falls back to the trace's, and
+    its explanation says so. Exit 0 written, 2 bad input or no row could be exported.
     """
     try:
         if format not in EXPORT_FORMATS:

@@ -17,6 +17,11 @@ A span trace (one request of an agent: a turn) becomes steps in start-time order
   the trace's own output, else the root's. It closes the turn; other LLM spans (calls that
   only call tools) are not steps.
 
+Each step names its span (``span``, what the exports annotate): the user step its turn's root
+span, a retrieval or tool step its own, the answer its LLM span (the root, when the text is
+the trace's or the root's output). A trace names its root span (``spans.root``); a session
+has no one root: each turn's user step names its own.
+
 Steps are ordered by start time; a tie is broken by containment (the parent first). Two
 steps without start times, or starting together with neither inside the other, cannot be
 ordered: an error naming the trace, never a guess; so is a retrieval step without its
@@ -40,6 +45,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragbatch.core import AnswerStep, Row, Trace, UserStep
+from ragbatch.core import Spans as SpanIds
 from ragbatch.data._base import SeenIds, describe
 from ragbatch.data._records import CellError
 from ragbatch.data._steps import (
@@ -262,8 +268,10 @@ def group_item(group: list[SpanTrace], options: StepOptions) -> Row | Trace:
         if options.flatten or (not options.steps and is_simple(first)):
             return trace_row(first)
         where = f"trace {first.id}"
-        return make_trace(where, id=first.id, steps=turn_steps(first, options, where),
-                          trace_id=first.id, session_id=session)  # fmt: skip
+        own = turn_steps(first, options, where)
+        root = own[0].span  # the user step names the root span (turn_steps)
+        return make_trace(where, id=first.id, steps=own, trace_id=first.id,
+                          session_id=session, spans=SpanIds(root=root) if root else None)  # fmt: skip
     assert session is not None
     turns = turns_in_order(session, group)
     steps: list[Step] = []

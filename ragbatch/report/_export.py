@@ -17,6 +17,15 @@ lines (camelCase JSON as written); a row names its trace by ``traceId`` and its 
   JSON array of them). ``id`` is derived from the trace, observation, score name and report
   version, so uploading the same scores again updates them instead of adding copies.
 
+A multi-step trace's row (docs/semantics.md §8; where each record goes:
+:mod:`ragbatch.report._export_traces`) gets its verdict as a row's, on the trace's root span
+(Phoenix) or on the trace itself (Langfuse: ``observationId`` null; a session's on the session,
+``sessionId``), its explanation naming the first failing (or deciding) step; and its first
+failing step, or the deciding step of an uncertain trace, gets its own: a span annotation
+``<name>.step`` on the step's span, a ``<name>.step.diagnosis`` score (``CATEGORICAL``) on its
+observation, with the step's diagnosis, judgments and decision. A step without a span id is
+annotated on the trace's span (scored on its trace), and its explanation says so.
+
 Numbers in explanations and comments are rounded to 2 decimals (``confidence 0.81``).
 
 Rows that cannot be placed (no trace or span id) or have no verdict (Jev failed on them) are
@@ -27,10 +36,23 @@ the fallback judge failed (e.g. no recorded baseline), Jev's own diagnosis is th
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ragbatch.report._export_traces import (
+    NO_OBSERVATION,
+    NO_SPAN,
+    annotated_step,
+    is_trace,
+    step_explanation,
+    step_metadata,
+    step_subject,
+    trace_metadata,
+    trace_note,
+    trace_span,
+    trace_subject,
+)
 from ragbatch.report._models import REPORT_VERSION
 
 ExportFormat = Literal["phoenix", "langfuse"]
@@ -160,13 +182,85 @@ def langfuse_scores(row: Mapping[str, Any], name: str) -> list[dict[str, Any]] |
     ]  # fmt: skip
 
 
+def annotation(
+    span_id: str, name: str, label: str, explanation: str, metadata: dict[str, Any]
+) -> dict[str, Any]:
+    """One span annotation: the dataframe helper's columns, and ``result`` for REST."""
+    result = {"label": label, "score": 1.0 if label == PASS else 0.0, "explanation": explanation}
+    return {"span_id": span_id, "name": name, "annotator_kind": "LLM", **result,
+            "result": result, "metadata": metadata}  # fmt: skip
+
+
+def score(key: str, subject: dict[str, Any], name: str, value: Any, data_type: str,
+          comment: str) -> dict[str, Any]:  # fmt: skip
+    """One Langfuse score on ``subject`` (trace and observation, or session); ``key`` names
+    its trace (or session) in the stable id."""
+    return {"id": score_id(key, subject.get("observationId"), name), **subject, "name": name,
+            "value": value, "dataType": data_type, "comment": comment}  # fmt: skip
+
+
+def phoenix_trace(row: Mapping[str, Any], name: str) -> list[dict[str, Any]] | str:
+    """A trace's span annotations (its verdict, its annotated step's), or why it has none."""
+    span_id = trace_span(row)
+    if not span_id:
+        return "no span id (root or LLM span) on the row"
+    verdict = verdict_of(row)
+    if verdict is None:
+        return "no verdict (the row failed)"
+    label, confidence, judge = verdict
+    said = f"{explanation_of(row, label, confidence, judge)}; {trace_note(row)}"
+    meta = {**metadata_of(row, judge), **trace_metadata(row), "confidence": confidence}
+    records = [annotation(span_id, name, label, said, meta)]
+    step = annotated_step(row)
+    if step is not None:
+        said = step_explanation(row, step, shown) + ("" if step.get("span") else f" ({NO_SPAN})")
+        records.append(annotation(step.get("span") or span_id, f"{name}.step",
+                                  step["diagnosis"], said, step_metadata(row, step)))  # fmt: skip
+    return records
+
+
+def langfuse_trace(row: Mapping[str, Any], name: str) -> list[dict[str, Any]] | str:
+    """A trace's scores (its verdict on the trace or session, its annotated step's on the
+    step's observation), or why it has none."""
+    subject = trace_subject(row)
+    if subject is None:
+        return "no traceId on the row"
+    verdict = verdict_of(row)
+    if verdict is None:
+        return "no verdict (the row failed)"
+    label, confidence, judge = verdict
+    key = subject.get("traceId") or f"session {subject['sessionId']}"
+    said = f"{explanation_of(row, label, confidence, judge)}; {trace_note(row)}"
+    records = [
+        score(key, subject, f"{name}.diagnosis", label, "CATEGORICAL", said),
+        score(key, subject, f"{name}.pass", 1 if label == PASS else 0, "BOOLEAN", said),
+    ]
+    step = annotated_step(row)
+    if step is not None:
+        where = step_subject(row, step) or subject
+        placed = "" if where.get("observationId") else f" ({NO_OBSERVATION})"
+        records.append(score(where.get("traceId") or key, where, f"{name}.step.diagnosis",
+                             step["diagnosis"], "CATEGORICAL",
+                             step_explanation(row, step, shown) + placed))  # fmt: skip
+    return records
+
+
+Maker = Callable[[Mapping[str, Any], str], "dict[str, Any] | list[dict[str, Any]] | str"]
+MAKERS: dict[tuple[str, bool], Maker] = {
+    ("phoenix", False): phoenix_annotation,
+    ("phoenix", True): phoenix_trace,
+    ("langfuse", False): langfuse_scores,
+    ("langfuse", True): langfuse_trace,
+}
+
+
 def export_rows(
     rows: Iterable[Mapping[str, Any]], format: ExportFormat, name: str = DEFAULT_NAME
 ) -> Export:
     """Every row's records in ``format``, in input order; unplaceable rows skipped, named."""
     out = Export()
     for row in rows:
-        made = phoenix_annotation(row, name) if format == "phoenix" else langfuse_scores(row, name)
+        made = MAKERS[format, is_trace(row)](row, name)
         if isinstance(made, str):
             out.skipped.append((str(row.get("id")), made))
         elif isinstance(made, dict):

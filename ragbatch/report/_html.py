@@ -10,6 +10,9 @@ In claim mode the spans of contradicted, insufficient and missing-citation claim
 the answer text by their ``start``/``end`` offsets. The report does not carry answer texts, so
 they come from ``answers`` (row id → answer, e.g. read from the dataset) or, when a report has
 them, from ``rows[].answer``. jinja2 and matplotlib are the ``html`` extra, imported lazily.
+
+A multi-step trace's row is also drawn as a timeline of its steps (:mod:`ragbatch.report._timeline`),
+with the steps' texts from ``traces`` (row id → the trace the run read) when given.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragbatch.core import ConfigError, install_extra
+from ragbatch.core import ConfigError, Trace, install_extra
 from ragbatch.report._builder import ROWS_IN_FILE
 from ragbatch.report._inference_view import inference_table, interval_svg
 from ragbatch.report._models import ClaimOut, Report, RowResult
@@ -34,6 +37,7 @@ from ragbatch.report._tables import (
     report_tables,
 )
 from ragbatch.report._tables import slices_table as slices_table_of
+from ragbatch.report._timeline import trace_views
 
 ROW_CAP = 2_000
 MARKED_VERDICTS = ("contradicted", "insufficient", "missing-citation")
@@ -172,10 +176,12 @@ def report_html(
     report: Report,
     answers: Mapping[str, str] | None = None,
     questions: Mapping[str, str] | None = None,
+    traces: Mapping[str, Trace] | None = None,
 ) -> str:
     """The report as one self-contained HTML page; ``answers`` (row id → answer text) lets
-    claim spans be highlighted in the answers, and ``questions`` (row id → question) fills
-    the question column: the report itself carries neither."""
+    claim spans be highlighted in the answers, ``questions`` (row id → question) fills the
+    question column, and ``traces`` (row id → trace) gives a trace's timeline its steps'
+    texts: the report itself carries none of them."""
     require_html_extra()
     import jinja2
     from markupsafe import Markup
@@ -195,6 +201,7 @@ def report_html(
     asked = _texts(dump, "question", questions)
     shown = report.rows[:ROW_CAP]
     rows = [_row_view(row, texts.get(row.id), asked.get(row.id)) for row in shown]
+    timelines = trace_views(shown, report.policy, traces)
     modes = modes_of(report)
     tables = [t for t in report_tables(report) if not t.title.startswith("Slices")]
     context = {
@@ -218,6 +225,8 @@ def report_html(
         "confusion": confusion_view(report),
         "shades": range(SHADES + 1),
         "rows": rows,
+        "traces": timelines,
+        "traces_have_texts": all(t.has_texts for t in timelines),
         "total_rows": len(report.rows),
         "row_cap": ROW_CAP,
         "diagnoses": sorted(Counter(r.diagnosis for r in rows).items()),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from ragbatch.core import RagbatchError, RowOutcome, innermost
+from ragbatch.core import RagbatchError, RowOutcome, Trace, innermost
 from ragbatch.providers import JevProvider
 from ragbatch.report import ReportBuilder, RowsWriter
 from ragbatch.run._calls import CallLog
@@ -32,6 +32,7 @@ class Outcomes:
     calls: CallLog
     kept: list[RowOutcome] = field(default_factory=list)  # a shard's, for its partial file
     texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # (question, answer) by id
+    traces: dict[str, Trace] = field(default_factory=dict)  # the HTML timelines' texts, by id
     wall_s: float = 0.0
     stopped: bool = False  # cut short by a signal or a lost parent
 
@@ -55,6 +56,8 @@ class Collector:
             kept.kept.append(outcome)
         if self.keep_texts:
             kept.texts[outcome.row.id] = (outcome.row.question, outcome.row.answer)
+            if outcome.jev.trace is not None:
+                kept.traces[outcome.row.id] = outcome.jev.trace.trace
 
 
 def live_snapshot(parts: Parts) -> Snapshot:

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from ragbatch._files import AtomicFile
+from ragbatch.core import Trace
 from ragbatch.report import Report, RowsWriter, report_bytes
 from ragbatch.run._calls import offline_models
 from ragbatch.run._config import JobResult
@@ -60,10 +61,15 @@ class StagedFiles:
 
 
 def write_views(
-    staged: StagedFiles, report: Report, texts: Mapping[str, tuple[str, str]], o: RunOptions
+    staged: StagedFiles,
+    report: Report,
+    texts: Mapping[str, tuple[str, str]],
+    o: RunOptions,
+    traces: Mapping[str, Trace] | None = None,
 ) -> None:
     """The human views: Markdown for a PR comment, one HTML page with each row's question and
-    answer (``texts``: what the run kept of them; the source is not read again)."""
+    answer (``texts``: what the run kept of them; the source is not read again) and each
+    trace's timeline (``traces``: the traces the run read, for their steps' texts)."""
     # each view's module is imported when it is asked for (start-up)
     if o.output.markdown is not None:
         from ragbatch.report import report_markdown
@@ -74,7 +80,7 @@ def write_views(
 
         questions = {key: question for key, (question, _) in texts.items()}
         answers = {key: answer for key, (_, answer) in texts.items()}
-        staged.add(o.output.html, report_html(report, answers, questions).encode())
+        staged.add(o.output.html, report_html(report, answers, questions, traces).encode())
 
 
 def record_bytes(record: dict[str, object]) -> bytes:
@@ -120,7 +126,7 @@ def write_outputs(
         parts.shard.write(parts.info, kept.kept, kept.builder, kept.calls)
     elif o.output.out is not None:
         staged.add(o.output.out, data)
-    write_views(staged, report, kept.texts, o)
+    write_views(staged, report, kept.texts, o, kept.traces)
     if o.output.run_record is not None:
         staged.add(o.output.run_record, record_bytes(record))
     staged.commit()
