@@ -38,6 +38,7 @@ from ragbatch.report._tables import (
 )
 from ragbatch.report._tables import slices_table as slices_table_of
 from ragbatch.report._timeline import trace_views
+from ragbatch.report._trace_tables import trace_tables
 
 ROW_CAP = 2_000
 MARKED_VERDICTS = ("contradicted", "insufficient", "missing-citation")
@@ -211,7 +212,7 @@ def report_html(
         "headline": tables[0],
         "diagnostics": diagnostics_table(report),
         "side": tables[1:3],  # cascade, routes
-        "details": tables[3:],
+        "details": tables[3:] + trace_tables(report.traces),  # where traces fail, if any
         "slices": slices_table_of(dump),
         "charts": {
             "reliability": Markup(charts.reliability_svg(modes)),
