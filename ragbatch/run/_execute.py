@@ -44,7 +44,9 @@ class Collector:
         self.outcomes = outcomes
         self.rows_out = rows_out
         self.keep_outcomes = parts.shard is not None and parts.shard.keeps_outcomes
-        self.keep_texts = parts.options.output.html is not None  # the HTML view shows them
+        # the HTML view shows them: this run's, or its parent's (a planned part's)
+        html = parts.options.output.html is not None
+        self.keep_texts = html or (parts.shard is not None and parts.shard.keeps_texts)
 
     def __call__(self, outcome: RowOutcome) -> None:
         kept = self.outcomes

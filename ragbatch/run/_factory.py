@@ -180,14 +180,19 @@ def make_shard(o: RunOptions, reader: RowSource | SourceItems) -> Shard | None:
 
 
 def row_counts(o: RunOptions, shard: Shard | None) -> tuple[int | None, int | None]:
-    """(the progress total, the rows of a JSONL file): a file's non-blank lines (a trace
-    export has several lines a row); a shard counts its own rows."""
+    """(the progress total, the rows of a JSONL file): a file's non-blank lines, unless its
+    rows are not its lines (a span export has several lines a row, a JSON array or a YAML
+    file any number); a shard counts its own rows."""
     i = o.input
     jsonl = i.format == "jsonl" and i.source is None
     if shard is not None:
         shown = jsonl and o.display.progress != "none"
         return shard.progress_total(i.dataset if shown else None), None
-    by_lines = i.source is None and i.format not in ("openinference", "langfuse")
+    by_lines = (
+        i.source is None
+        and i.format not in ("openinference", "langfuse")
+        and i.dataset.suffix.lower() not in (".json", ".yaml", ".yml")
+    )
     total = count_lines(str(i.dataset)) if by_lines else None
     # a JSONL file's non-blank lines are its rows (any other line fails the run)
     return total, total if i.format == "jsonl" else None

@@ -123,7 +123,7 @@ def write_outputs(
     data = report_bytes(report)
     record = run_record(parts, kept, warn)
     if parts.shard is not None:  # --shard K/N: its partial instead of a report
-        parts.shard.write(parts.info, kept.kept, kept.builder, kept.calls)
+        parts.shard.write(parts.info, kept.kept, kept.builder, kept.calls, kept.texts)
     elif o.output.out is not None:
         staged.add(o.output.out, data)
     write_views(staged, report, kept.texts, o, kept.traces)
@@ -142,7 +142,7 @@ def write_part(
     if parts.shard is None:
         raise ValueError("a part needs --shard and --partial-out")
     record = run_record(parts, kept, warn)
-    parts.shard.write(parts.info, kept.kept, kept.builder, kept.calls)
+    parts.shard.write(parts.info, kept.kept, kept.builder, kept.calls, kept.texts)
     if parts.options.output.run_record is not None:
         staged.add(parts.options.output.run_record, record_bytes(record))
     staged.commit()

@@ -93,6 +93,12 @@ class Shard:
         summary and keeps none."""
         return self.planned is None
 
+    @property
+    def keeps_texts(self) -> bool:
+        """Whether its run keeps each row's question and answer: a planned part's, for the
+        parent's HTML view (a partial file holds the outcomes, and so the rows, already)."""
+        return self.planned is not None and bool(self.reader.keep_texts)
+
     def pairs(self) -> Iterator[tuple[int, Row]]:
         """(input index, row) of its rows: a planned part's own, else those of shard k/n."""
         pairs = getattr(self.reader, "pairs", None)
@@ -113,12 +119,13 @@ class Shard:
         outcomes: Sequence[RowOutcome],
         builder: ReportBuilder,
         calls: CallLog,
+        texts: dict[str, tuple[str, str]],
     ) -> None:
-        """Its result: a planned part's summary (merged in order by the parent, see
-        :mod:`ragbatch.run._summary`), else the partial file of its outcomes."""
+        """Its result: a planned part's summary with ``texts`` (merged in order by the parent,
+        see :mod:`ragbatch.run._summary`), else the partial file of its outcomes."""
         reader = self.reader
         if self.planned is not None:
-            write_summary(self.partial, PartSummary(builder, calls, reader.ids, reader.texts))
+            write_summary(self.partial, PartSummary(builder, calls, reader.ids, texts))
         else:
             info = replace(info, dataset_sha256=reader.sha256)
             write_partial(self.partial, (self.k, self.n), reader.rows, info, outcomes)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ragbatch.core import DatasetError, Row, Trace, trace_view
+from ragbatch.core import DatasetError, Row, Trace
 from ragbatch.data import BOM, SeenIds, describe, foreign_shape, parse_item, scan_lines
 
 
@@ -76,8 +76,9 @@ class PlannedRows:
     """The rows of one part, as a row source for a job (``config.source``): ``indices`` are
     their input indices, ``lines`` their line numbers; the bytes come from ``path`` at
     ``starts``/``ends``, or from ``blob`` (the part's lines, sent to a worker that cannot read
-    the client's disk) at the same offsets relative to the blob. With ``keep_texts`` (an HTML
-    view to write) it keeps each row's question and answer for the parent's view."""
+    the client's disk) at the same offsets relative to the blob. ``keep_texts`` (an HTML view
+    to write) asks the part's run to keep each row's question and answer for the parent's view,
+    as judged: a trace's are its deciding turn's, known once it is judged."""
 
     path: Path  # the dataset as the user named it (error messages), read unless blob is set
     sha256: str
@@ -91,7 +92,6 @@ class PlannedRows:
     keep_texts: bool = False
     name: str = field(init=False)
     ids: list[str] = field(init=False, default_factory=list)  # of the rows read, in order
-    texts: dict[str, tuple[str, str]] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.name = self.path.name
@@ -142,9 +142,6 @@ class PlannedRows:
                 if not ids.add(row.id):
                     raise DatasetError(where, line, f"duplicate row id {row.id!r}")
                 self.ids.append(row.id)
-                if self.keep_texts:
-                    seen = trace_view(row, None) if isinstance(row, Trace) else row
-                    self.texts[row.id] = (seen.question, seen.answer)
                 yield index, row
 
     def __iter__(self) -> Iterator[Row | Trace]:
