@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ragbatch.core import ConfigError
+from ragbatch.core import ConfigError, Trace
+from ragbatch.report import Report
 from ragbatch.run._config import JobResult
+from ragbatch.run._items import open_source_items
 from ragbatch.run._job import run_checked
 from ragbatch.run._options import RunOptions
 from ragbatch.run._outputs import StagedFiles, write_views
@@ -58,6 +60,17 @@ def _run_here(
     return with_views(run_checked_workers(checked, o.scale.workers, warn, canceller), o)
 
 
+def traces_for_views(report: Report, options: RunOptions) -> dict[str, Trace] | None:
+    """The traces of a merged run's report, read again from its dataset for the HTML
+    timelines' texts (the parts kept each row's question and answer, not a trace's steps);
+    None without ``--html`` or without a trace row the report keeps."""
+    wanted = {row.id for row in report.rows if row.steps is not None}
+    if options.output.html is None or not wanted:
+        return None
+    items = open_source_items(options.input).items()
+    return {item.id: item for item in items if isinstance(item, Trace) and item.id in wanted}
+
+
 def with_views(result: JobResult, options: RunOptions) -> JobResult:
     """A merged run's result, after its views were written (a run capped to one process
     wrote them itself)."""
@@ -65,7 +78,8 @@ def with_views(result: JobResult, options: RunOptions) -> JobResult:
         return result
     staged = StagedFiles()
     try:
-        write_views(staged, result.report, result.texts, options)
+        traces = traces_for_views(result.report, options)
+        write_views(staged, result.report, result.texts, options, traces)
         staged.commit()
     except BaseException:
         staged.discard()
