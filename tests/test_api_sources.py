@@ -112,9 +112,11 @@ def test_options_read_the_clis_environment_variables(
 ) -> None:
     monkeypatch.setenv("TYPESAFE_API_KEY", KEY)
     monkeypatch.setenv("TYPESAFE_BASE_URL", jev_server.base_url)
-    result = ragbatch.evaluate(RAGAS, format="ragas", provider="jev", cache_dir=tmp_path / "c")
+    with pytest.warns(ragbatch.RagbatchWarning, match="model 'jev-latest' is an alias"):
+        result = ragbatch.evaluate(RAGAS, format="ragas", provider="jev", cache_dir=tmp_path / "c")
     assert result.report.modes.jev_only.failures.count == 0
     assert jev_server.successful == 5
+    assert len(result.warnings) == 1 and "jev-latest" in result.warnings[0]
 
 
 # -- every kind of data -------------------------------------------------------------------------
