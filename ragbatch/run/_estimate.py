@@ -101,7 +101,7 @@ def requests_of(row: Row, model: str, claims: ClaimConfig | None) -> list[JevReq
 def cached_input_tokens(cache: ReplyCache | None, endpoint: str, call: Call) -> int | None:
     """The input tokens the cached reply to the call's request was billed, or None on a miss
     (a corrupt entry is fetched again: a miss)."""
-    key = request_key(endpoint, call.request)
+    key = request_key(endpoint, call.request, call.probe)
     data = cache.get(key) if cache is not None else None
     if data is None:
         return None
