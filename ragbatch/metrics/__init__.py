@@ -25,6 +25,7 @@ from ragbatch.metrics._audit_probes import (
     probe_entries,
     probe_sample,
     reading,
+    sample_size,
     wilson,
 )
 from ragbatch.metrics._claims import (
@@ -156,6 +157,7 @@ __all__ = [
     "row_check",
     "row_ranking",
     "safe",
+    "sample_size",
     "scores",
     "slice_keys",
     "supported_only_by_low_authority",

@@ -137,6 +137,7 @@ class Execution:
             max_error_rate=o.limits.max_error_rate,
             error_budget_rows=o.limits.error_budget_rows,
             claims=parts.claims,
+            context_order=o.audit.context_order,
         )
 
     async def stream(self) -> None:
