@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from ragbatch.core import Call, Reply, Row, Thresholds, TokenUsage, request_key
-from ragbatch.core._wire import JevRequest, NoulAnswer
+from ragbatch.core._wire import Answer, JevRequest, NoulAnswer
 from ragbatch.run._job import run_job
 from ragbatch.run._runner import judge_row
 from ragbatch.testing import JevServer
@@ -84,8 +84,11 @@ class Scripted:
         self.requests.append(call.request)
         first = call.request.state["contexts"][0]["id"]
         p = 0.2 if first == "c1" else 0.6
-        answers = {qid: NoulAnswer(type="noul", noul=p) for qid in call.request.questions}
-        return Reply(model="m", answers=answers, usage=TokenUsage(input_tokens=1), latency_ms=1.0)  # type: ignore[arg-type]
+        answers: dict[str, Answer] = {
+            qid: NoulAnswer(type="noul", noul=p) for qid in call.request.questions
+        }
+        usage = TokenUsage(input_tokens=1)
+        return Reply(model="m", answers=answers, usage=usage, latency_ms=1.0)
 
     async def aclose(self) -> None:
         return None
