@@ -18,6 +18,7 @@ from ragbatch.cli._common import check_output_paths, fail
 from ragbatch.cli._export import export_command
 from ragbatch.cli._labels import audit_sample_command, gate_command, infer_command
 from ragbatch.cli._parse import parse_command
+from ragbatch.cli._probe import probe_command
 from ragbatch.cli._run_app import app
 from ragbatch.cli._tools import (
     agreement_command,
@@ -60,6 +61,7 @@ for name, command in (
     ("merge", merge_command),
     ("gate", gate_command),
     ("infer", infer_command),
+    ("probe", probe_command),
     ("diff", diff_command),
     ("export", export_command),
 ):

@@ -43,6 +43,7 @@ from ragbatch.run._stop import RunCanceller
 
 if TYPE_CHECKING:
     from ragbatch.run._dask import local_cluster, run_on_dask
+    from ragbatch.run._probe_report import probe_report
     from ragbatch.run._shards import merge_partials
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "merge_partials",
     "open_source_items",
     "open_source_rows",
+    "probe_report",
     "run",
     "run_job",
     "run_on_dask",
@@ -74,5 +76,10 @@ __all__ = [
 # The Dask adapter (and the worker split it uses) and the partials' merge are imported only
 # when asked for: a run without --workers, --dask or --merge never loads them (start-up).
 __getattr__ = lazy_exports(
-    __name__, {"_dask": ("local_cluster", "run_on_dask"), "_shards": ("merge_partials",)}
+    __name__,
+    {
+        "_dask": ("local_cluster", "run_on_dask"),
+        "_shards": ("merge_partials",),
+        "_probe_report": ("probe_report",),
+    },
 )

@@ -37,6 +37,8 @@ class Outcomes:
     traces: dict[str, Trace] = field(default_factory=dict)  # the HTML timelines' texts, by id
     wall_s: float = 0.0
     stopped: bool = False  # cut short by a signal or a lost parent
+    # the source's hash as the rows read it, before the probe pass reads the sample again
+    dataset_sha256: str | None = None
 
 
 class Collector:
@@ -152,6 +154,7 @@ class Execution:
         if candidates is None:
             return
         p, audit = self.parts, self.parts.options.audit
+        self.outcomes.dataset_sha256 = p.reader.sha256
         settings = AuditSettings(
             audit.probes, audit.probe_rate, MIN_PROBE_ROWS, audit.max_flip_rate,
             p.options.rate.concurrency,

@@ -119,7 +119,7 @@ def write_outputs(
 ) -> JobResult:
     """Build the report and the run record, stage every file asked for, then commit them."""
     o = parts.options
-    report = kept.builder.report(dataset_sha256=parts.reader.sha256)
+    report = kept.builder.report(dataset_sha256=kept.dataset_sha256 or parts.reader.sha256)
     data = report_bytes(report)
     record = run_record(parts, kept, warn)
     if parts.shard is not None:  # --shard K/N: its partial instead of a report

@@ -98,6 +98,11 @@ def check_options(o: RunOptions) -> None:
         raise ConfigError(f"--concurrency must be at least 1, got {o.rate.concurrency}")
     _ = o.cache.mode  # refuses two cache modes at once
     _ = o.scale.shard_of  # refuses a --shard that is not K/N
+    if o.audit.probes and (o.scale.workers > 1 or o.scale.dask or o.scale.shard):
+        raise ConfigError(
+            "--probe runs in one process: drop --workers, --dask and --shard, or probe the "
+            "merged report with ragbatch probe REPORT --dataset DATA"
+        )
     if o.policy.routing is not None and o.policy.policy is not None:
         raise ConfigError(
             "--routing and --policy cannot be used together: the policy file "

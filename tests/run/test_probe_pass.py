@@ -132,3 +132,31 @@ def test_estimate_doubles_with_context_order_both(tmp_path: Path) -> None:
     assert two.calls == 2 * one.calls
     assert probed.probe_calls == one.calls  # under 200 rows: every row is probed once
     assert probed.calls == 2 * one.calls
+
+
+def test_ragbatch_probe_on_a_report_equals_the_run_with_probes(
+    jev_server: JevServer, tmp_path: Path
+) -> None:
+    from tests.run.test_operations import cli
+
+    with_probes = job_config(jev_server, tmp_path, probe=PROBES, out=tmp_path / "probed.json")
+    run_job(with_probes)
+    run_job(job_config(jev_server, tmp_path, out=tmp_path / "plain.json"))
+    sent = len(jev_server.bodies)
+    code, stdout, stderr = cli(
+        "probe", str(tmp_path / "plain.json"), "--dataset", str(with_probes.input.dataset),
+        "--provider", "jev", "--model", "jev-1.13.0", "--offline",
+        "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "audited.json"),
+        "--pricing", str(with_probes.policy.pricing),
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert "wrote" in stdout
+    assert (tmp_path / "audited.json").read_bytes() == (tmp_path / "probed.json").read_bytes()
+    assert len(jev_server.bodies) == sent  # replayed from the cache, offline
+
+
+def test_probe_refuses_workers(jev_server: JevServer, tmp_path: Path) -> None:
+    from ragbatch.core import ConfigError
+
+    with pytest.raises(ConfigError, match="--probe runs in one process"):
+        run_job(job_config(jev_server, tmp_path, probe="repeat", workers=2))
