@@ -73,7 +73,8 @@ def merge_command(
 # What a run's price depends on: its rows, the Jev model, the reply cache, the pricing, the claim
 # mode and the request size limits (the other options change how a run goes, not its calls).
 PRICED = ("provider", "model", "cache_dir", "pricing", "groundedness", "claim_evidence",
-          "claim_extractor", "max_request_tokens", "max_state_question_tokens")  # fmt: skip
+          "claim_extractor", "max_request_tokens", "max_state_question_tokens", "context_order",
+          "probe", "probe_rate")  # fmt: skip
 
 
 # an estimate prices the live service; the mock costs nothing
@@ -100,6 +101,8 @@ def estimate_command(
         f"~{result.input_tokens} input tokens to send, cost {cost} "
         f"(model {result.model}, pricing {result.pricing_version})"
     )
+    if result.probe_calls:
+        typer.echo(f"of which {result.probe_calls} judge-audit probe calls (--probe)")
     if result.accuracy is not None:
         a = result.accuracy
         typer.echo(
