@@ -41,6 +41,8 @@ class JevOutcome:
     claims: tuple[ClaimResult, ...] | None = None
     claim_summary: ClaimSummary | None = None
     claim_replies: tuple[Reply, ...] = ()
+    # --context-order both: the reversed request's reply (``reply`` is the as-is one's).
+    order_replies: tuple[Reply, ...] = ()
     # A trace: its judged steps (``reply`` is the first step's, ``step_replies`` the others').
     trace: TraceJudged | None = None
     step_replies: tuple[Reply, ...] = ()
@@ -53,7 +55,8 @@ class JevOutcome:
     def replies(self) -> tuple[Reply, ...]:
         """Every reply paid for on this row: the row request, then claim groups (a trace:
         every judged step's, in step order)."""
-        return ((self.reply,) if self.reply else ()) + self.claim_replies + self.step_replies
+        first = (self.reply,) if self.reply else ()
+        return first + self.order_replies + self.claim_replies + self.step_replies
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,13 @@ from ragbatch.core._wire import Answer, JevRequest
 class Call:
     """One row's request, or one judged step's of a trace (``step``: its index). ``row`` is
     there for the mock provider only (its ``mock`` blocks): live providers send ``request``
-    and nothing else."""
+    and nothing else. ``probe`` marks the judge audit's ``repeat`` call: it enters the cache
+    key, never the bytes sent (docs/semantics.md §9)."""
 
     request: JevRequest
     row: Row | Trace
     step: int | None = None
+    probe: str | None = None
 
 
 class Reply(BaseModel):

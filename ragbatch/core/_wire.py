@@ -115,14 +115,19 @@ def canonical_json(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-def request_key(endpoint: str, request: JevRequest) -> str:
-    """Content address of a request: sha256 of what determines the answer, nothing else."""
+def request_key(endpoint: str, request: JevRequest, probe: str | None = None) -> str:
+    """Content address of a request: sha256 of what determines the answer, nothing else.
+
+    ``probe`` (the judge audit's ``repeat``, docs/semantics.md §9) is hashed but never sent:
+    the same request asked again gets a key of its own, so it goes past the cached reply."""
     questions = {qid: question.wire for qid, question in request.questions.items()}
-    # canonical_json({"endpoint", "model", "state", "questions"}), made of its parts in
-    # sorted-key order: the state's is the request's own dump (state_json)
-    payload = b'{"endpoint":%b,"model":%b,"questions":%b,"state":%b}' % (
+    # canonical_json({"endpoint", "model", ("probe",) "state", "questions"}), made of its
+    # parts in sorted-key order: the state's is the request's own dump (state_json)
+    marker = b"" if probe is None else b'"probe":%b,' % orjson.dumps(probe)
+    payload = b'{"endpoint":%b,"model":%b,%b"questions":%b,"state":%b}' % (
         orjson.dumps(endpoint),
         orjson.dumps(request.model),
+        marker,
         canonical_json(questions),
         request.state_json,
     )

@@ -11,9 +11,23 @@ Pure (no I/O). May import ``core``.
 from __future__ import annotations
 
 from ragbatch.metrics import _scores as scores
+from ragbatch.metrics._answer_checks import Abstention, AnswerCheck, AnswerChecks
 
 # The front door: what other packages use (the modules behind it are private).
-from ragbatch.metrics._answer_checks import Abstention, AnswerCheck, AnswerChecks
+from ragbatch.metrics._audit_probes import (
+    DEFAULT_MAX_FLIP_RATE,
+    DEFAULT_PROBE_RATE,
+    MIN_PROBE_ROWS,
+    JudgeAudit,
+    ProbedRow,
+    ProbeEntry,
+    judge_audit,
+    probe_entries,
+    probe_sample,
+    reading,
+    sample_size,
+    wilson,
+)
 from ragbatch.metrics._claims import (
     ClaimMetrics,
     ClaimMetricsAccumulator,
@@ -81,8 +95,11 @@ __all__ = [
     "CURVE",
     "CURVE_NOTE",
     "DEFAULT_KS",
+    "DEFAULT_MAX_FLIP_RATE",
+    "DEFAULT_PROBE_RATE",
     "LAYER_ORDER",
     "MATRIX",
+    "MIN_PROBE_ROWS",
     "NOTE",
     "SWEEP",
     "TRACE_DIMENSIONS",
@@ -105,11 +122,14 @@ __all__ = [
     "GoldenAccumulator",
     "GoldenHealth",
     "Inference",
+    "JudgeAudit",
     "Labelled",
     "Latency",
     "ModeSummary",
     "Out",
     "Population",
+    "ProbeEntry",
+    "ProbedRow",
     "RetrievalRanking",
     "RoutingCurve",
     "RoutingCurves",
@@ -124,17 +144,23 @@ __all__ = [
     "first_failing_step_match",
     "has_metadata_value",
     "hops_bucket",
+    "judge_audit",
     "labels_needed",
     "low_authority_support",
     "metadata_fields",
     "point_of",
     "ppi_rate",
+    "probe_entries",
+    "probe_sample",
+    "reading",
     "rejudge",
     "row_check",
     "row_ranking",
     "safe",
+    "sample_size",
     "scores",
     "slice_keys",
     "supported_only_by_low_authority",
     "turns_bucket",
+    "wilson",
 ]

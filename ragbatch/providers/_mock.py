@@ -18,6 +18,7 @@ import orjson
 
 from ragbatch.core import (
     CHUNK_PREFIX,
+    NOT_PREFIX,
     QUERY_PREFIX,
     Call,
     ProviderError,
@@ -102,6 +103,17 @@ def step_answer(trace: Trace, step: int, question_id: str) -> dict[str, object] 
     return None if p is None else {"type": "noul", "noul": p}
 
 
+def row_answer(row: Row, question_id: str, overlap: bool) -> dict[str, object] | None:
+    """A row's answer: its mock block's or word overlap's; a negated twin of the judge audit
+    (``not:`` id, docs/semantics.md §9) as 1 - P(true) of the question it negates, so that
+    the mock is a judge with no bias."""
+    base = question_id.removeprefix(NOT_PREFIX)
+    answer = overlap_answer(row, base) if overlap else mock_answer(row, base)
+    if base == question_id or answer is None or answer.get("type") != "noul":
+        return answer
+    return {"type": "noul", "noul": 1.0 - float(answer["noul"])}  # type: ignore[arg-type]
+
+
 class MockProvider:
     """Provider protocol over the rows' ``mock`` blocks (word overlap for a row without one)."""
 
@@ -127,7 +139,7 @@ class MockProvider:
                     else step_answer(row, step, qid)  # type: ignore[arg-type]
                 )
             else:
-                answer = overlap_answer(row, qid) if overlap else mock_answer(row, qid)
+                answer = row_answer(row, qid, overlap)
             if answer is None:
                 whose = f"row {row.id!r}" if step is None else f"step {step} of trace {row.id!r}"
                 raise ProviderError(

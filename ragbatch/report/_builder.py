@@ -35,6 +35,7 @@ from ragbatch.metrics import (
     ClaimMetricsAccumulator,
     ClaimRowInput,
     GoldenAccumulator,
+    JudgeAudit,
     TraceMetricsAccumulator,
     row_check,
     row_ranking,
@@ -144,6 +145,7 @@ class ReportBuilder:
         limit = info.max_report_rows
         over = limit is not None and expected_rows is not None and expected_rows > limit
         self.table: list[RowResult] | None = None if over else []
+        self.judge_audit: JudgeAudit | None = None  # the probe pass's (--probe), at the end
 
     def add(self, o: RowOutcome, want_row: bool = False) -> RowResult | None:
         """Fold one outcome in. Returns its ``rows[]`` entry when the table keeps it or
@@ -278,6 +280,7 @@ class ReportBuilder:
             ),
             traces=self.trace_metrics.result(),
             **{k: v for k, v in dict(golden).items() if k != "abstention"},
+            judge_audit=self.judge_audit,
             rows_omitted=(
                 RowsOmitted(
                     rows=n,

@@ -39,6 +39,7 @@ from ragbatch.metrics import (
     Finding,
     GoldenHealth,
     Inference,
+    JudgeAudit,
     Latency,
     Out,
     RetrievalRanking,
@@ -323,6 +324,7 @@ class Report(Out):
     counterfactual: Counterfactual | None = None
     authority: Authority | None = None
     inference: Inference | None = None  # only after `ragbatch infer` (human labels given)
+    judge_audit: JudgeAudit | None = None  # --probe, `ragbatch probe` (docs/semantics.md §9)
     rows_omitted: RowsOmitted | None = None
     rows: list[RowResult]
 

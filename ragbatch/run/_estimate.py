@@ -24,20 +24,23 @@ from ragbatch.core import (
     ConfigError,
     JevRequest,
     PricingSnapshot,
+    Probe,
     ProviderError,
     RequestLimits,
     Row,
     Trace,
-    build_request,
     claim_groups,
     estimate_input_tokens,
+    is_probed,
     oversize_reason,
+    probe_request,
     request_key,
     step_requests,
 )
-from ragbatch.metrics import Out
+from ragbatch.metrics import Out, sample_size
 from ragbatch.providers.cache import ReplyCache, decode_entry
-from ragbatch.run._runner import ClaimConfig
+from ragbatch.run._options import AuditOptions
+from ragbatch.run._runner import ClaimConfig, row_requests
 
 
 class EstimatorAccuracy(Out):
@@ -68,6 +71,9 @@ class Estimate(Out):
     method: str
     accuracy: EstimatorAccuracy | None = None
     too_large: tuple[TooLarge, ...] = ()  # not counted in the tokens to send
+    # --probe: the judge audit's calls, counted in ``calls`` and the tokens above (expected
+    # over the sample: every row's probe requests times the sampled share)
+    probe_calls: int = 0
 
 
 METHOD = (
@@ -76,17 +82,28 @@ METHOD = (
 )
 
 
-def calls_of(item: Row | Trace, model: str, claims: ClaimConfig | None) -> list[Call]:
-    """Every call a run makes for ``item``: a row's request and claim groups, or one request
-    per judged step of a trace (docs/semantics.md §8)."""
+def calls_of(
+    item: Row | Trace, model: str, claims: ClaimConfig | None, context_order: str = "as-is"
+) -> list[Call]:
+    """Every call a run makes for ``item``: a row's request(s) (two with ``--context-order
+    both``) and claim groups, or one request per judged step of a trace (docs/semantics.md §8)."""
     if isinstance(item, Trace):
         asked = step_requests(item, model)
         return [Call(request=a.request, row=item, step=a.step) for a in asked]
-    return [Call(request=r, row=item) for r in requests_of(item, model, claims)]
+    return [Call(request=r, row=item) for r in requests_of(item, model, claims, context_order)]
 
 
-def requests_of(row: Row, model: str, claims: ClaimConfig | None) -> list[JevRequest]:
-    requests = [build_request(row, model)]
+def probe_tokens(row: Row, model: str, probes: tuple[Probe, ...]) -> tuple[int, int, int]:
+    """(calls, input tokens, output tokens) of the probes of one row (docs/semantics.md §9)."""
+    asked = [probe_request(p, row, model) for p in probes if is_probed(p, row)]
+    tokens_in = sum(estimate_input_tokens(r) for r in asked)
+    return len(asked), tokens_in, sum(2 * len(r.questions) for r in asked)
+
+
+def requests_of(
+    row: Row, model: str, claims: ClaimConfig | None, context_order: str = "as-is"
+) -> list[JevRequest]:
+    requests = row_requests(row, model, context_order)
     if claims is not None:
         if not isinstance(claims.extractor, ClaimExtractor):
             raise ConfigError(
@@ -101,7 +118,7 @@ def requests_of(row: Row, model: str, claims: ClaimConfig | None) -> list[JevReq
 def cached_input_tokens(cache: ReplyCache | None, endpoint: str, call: Call) -> int | None:
     """The input tokens the cached reply to the call's request was billed, or None on a miss
     (a corrupt entry is fetched again: a miss)."""
-    key = request_key(endpoint, call.request)
+    key = request_key(endpoint, call.request, call.probe)
     data = cache.get(key) if cache is not None else None
     if data is None:
         return None
@@ -133,14 +150,25 @@ def estimate_run(
     cache: ReplyCache | None,
     claims: ClaimConfig | None = None,
     limits: RequestLimits | None = None,
+    audit: AuditOptions | None = None,
 ) -> Estimate:
-    n = calls = hits = tokens_in = tokens_out = 0
+    """The calls, tokens and cost of a run over ``rows`` (``audit``: its order and probes)."""
+    order = audit.context_order if audit is not None else "as-is"
+    probes = audit.probes if audit is not None else ()
+    probe_calls = probe_in = probe_out = eligible = 0
     estimated_hits = actual_hits = 0
     errors: list[float] = []
     oversize: list[TooLarge] = []
+    n = calls = hits = tokens_in = tokens_out = 0
     for row in rows:
         n += 1
-        for call in calls_of(row, model, claims):
+        if probes and isinstance(row, Row):
+            eligible += 1
+            more = probe_tokens(row, model, probes)
+            probe_calls, probe_in, probe_out = (
+                a + b for a, b in zip((probe_calls, probe_in, probe_out), more, strict=True)
+            )
+        for call in calls_of(row, model, claims, order):
             request = call.request
             calls += 1
             estimate = estimate_input_tokens(request)
@@ -158,6 +186,12 @@ def estimate_run(
                 continue
             tokens_in += estimate
             tokens_out += 2 * len(request.questions)
+    if eligible and audit is not None:
+        share = sample_size(eligible, audit.probe_rate) / eligible
+        probe_calls = round(share * probe_calls)
+        calls += probe_calls
+        tokens_in += round(share * probe_in)
+        tokens_out += round(share * probe_out)
     price = pricing.price_for(model)
     cost = (
         (tokens_in * price.input_per_million + tokens_out * price.output_per_million) / PER_MILLION
@@ -177,4 +211,5 @@ def estimate_run(
         method=METHOD,
         accuracy=accuracy_of(errors, estimated_hits, actual_hits),
         too_large=tuple(oversize),
+        probe_calls=probe_calls,
     )

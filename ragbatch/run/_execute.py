@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from ragbatch.core import RagbatchError, RowOutcome, Trace, innermost
+from ragbatch.core import ConfigError, RagbatchError, RowOutcome, Trace, innermost
+from ragbatch.metrics import MIN_PROBE_ROWS
 from ragbatch.providers import JevProvider
 from ragbatch.report import ReportBuilder, RowsWriter
 from ragbatch.run._calls import CallLog
 from ragbatch.run._factory import Parts
+from ragbatch.run._probes import AuditSettings, ProbeCandidates, run_audit, sampled_rows
 from ragbatch.run._progress import Progress, Snapshot
 from ragbatch.run._runner import RunConfig, run_stream
 from ragbatch.run._shards import row_pairs
@@ -47,6 +49,8 @@ class Collector:
         # the HTML view shows them: this run's, or its parent's (a planned part's)
         html = parts.options.output.html is not None
         self.keep_texts = html or (parts.shard is not None and parts.shard.keeps_texts)
+        # the judge audit's candidates (--probe): every row, for the stratified sample
+        self.candidates = ProbeCandidates() if parts.options.audit.probes else None
 
     def __call__(self, outcome: RowOutcome) -> None:
         kept = self.outcomes
@@ -60,6 +64,8 @@ class Collector:
             kept.texts[outcome.row.id] = (outcome.row.question, outcome.row.answer)
             if outcome.jev.trace is not None:
                 kept.traces[outcome.row.id] = outcome.jev.trace.trace
+        if self.candidates is not None:
+            self.candidates.add(outcome)
 
 
 def live_snapshot(parts: Parts) -> Snapshot:
@@ -113,6 +119,11 @@ class Execution:
 
     def __init__(self, parts: Parts, rows_out: RowsWriter | None) -> None:
         o = parts.options
+        if o.audit.probes and parts.shard is not None:
+            raise ConfigError(
+                "--probe runs in one process: drop --workers, --dask and --shard, or probe the "
+                "merged report with ragbatch probe REPORT --dataset DATA"
+            )
         self.parts = parts
         self.outcomes = Outcomes(
             ReportBuilder(parts.info, parts.known_rows),
@@ -126,6 +137,7 @@ class Execution:
             max_error_rate=o.limits.max_error_rate,
             error_budget_rows=o.limits.error_budget_rows,
             claims=parts.claims,
+            context_order=o.audit.context_order,
         )
 
     async def stream(self) -> None:
@@ -134,13 +146,29 @@ class Execution:
         p = self.parts
         await run_stream(pairs, p.provider, p.baseline, self.run_config, self.collect, on_row)
 
+    async def audit(self) -> None:
+        """The judge audit's probe pass (--probe), after every row: docs/semantics.md §9."""
+        candidates = self.collect.candidates
+        if candidates is None:
+            return
+        p, audit = self.parts, self.parts.options.audit
+        settings = AuditSettings(
+            audit.probes, audit.probe_rate, MIN_PROBE_ROWS, audit.max_flip_rate,
+            p.options.rate.concurrency,
+        )  # fmt: skip
+        rows = sampled_rows(p.reader, candidates, settings.rate, settings.min_rows)
+        judge = await run_audit(p.provider, candidates, rows, settings, p.thresholds)
+        self.outcomes.builder.judge_audit = judge
+
     async def body(self) -> None:
         if self.progress is None:
             await self.stream()
+            await self.audit()
             return
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.progress.tick)  # lines go on while no row finishes (a long hold)
             await self.stream()
+            await self.audit()
             tg.cancel_scope.cancel()
 
 

@@ -270,7 +270,8 @@ def estimate_options(o: RunOptions) -> Estimate:
     cache_dir = o.cache.cache_dir
     cache = ReplyCache(cache_dir, read_only=True) if live and cache_dir.exists() else None
     try:
-        return estimate_run(open_reader(o), run_model(o), ENDPOINT, pricing, cache, claims, limits)
+        reader, model = open_reader(o), run_model(o)
+        return estimate_run(reader, model, ENDPOINT, pricing, cache, claims, limits, o.audit)
     finally:
         if cache is not None:
             cache.close()

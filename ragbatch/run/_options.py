@@ -27,13 +27,15 @@ from ragbatch.core import (
     EXTRACTORS,
     MAX_REQUEST_TOKENS,
     MAX_STATE_QUESTION_TOKENS,
+    PROBES,
     ROUTINGS,
     ConfigError,
+    Probe,
     RequestLimits,
     Thresholds,
     routing_of,
 )
-from ragbatch.metrics import DEFAULT_KS
+from ragbatch.metrics import DEFAULT_KS, DEFAULT_MAX_FLIP_RATE, DEFAULT_PROBE_RATE, MIN_PROBE_ROWS
 from ragbatch.providers import DEFAULT_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES
 from ragbatch.providers.cache import CacheMode
 from ragbatch.run._config import (
@@ -53,6 +55,7 @@ BASELINES = ("recorded", "lexical", "llm")
 GROUNDEDNESS = ("basic", "claims")
 CLAIM_EVIDENCE = ("cited", "context")
 CLAIM_EXTRACTORS = (*EXTRACTORS, "llm")
+CONTEXT_ORDERS = ("as-is", "reversed", "both")
 
 
 @dataclass(frozen=True)
@@ -303,6 +306,29 @@ class ScaleOptions:
 
 
 @dataclass(frozen=True)
+class AuditOptions:
+    """The judge audit's probes (docs/semantics.md §9) and the order the contexts are sent in."""
+
+    probe: str | None = option(None, "Judge-audit probes to run on a stratified sample of the rows, comma-separated: order, length, repeat, complement (any subset); the report gets a judgeAudit section.", show_default=False)  # fmt: skip
+    probe_rate: float = option(DEFAULT_PROBE_RATE, f"Share of the rows the probes sample (at least {MIN_PROBE_ROWS} rows when the run has them).", min=0.0, max=1.0)  # fmt: skip
+    max_flip_rate: float = option(DEFAULT_MAX_FLIP_RATE, "A probe's flip rate whose 95 % interval lies wholly above this is flagged.", min=0.0, max=1.0)  # fmt: skip
+    context_order: str = option("as-is", "Order the retrieved contexts are sent in: 'as-is', 'reversed', or 'both' (asks twice, averages P(true): twice the cost).", choices=CONTEXT_ORDERS)  # fmt: skip
+
+    @property
+    def probes(self) -> tuple[Probe, ...]:
+        """``--probe`` as probe names, in :data:`~ragbatch.core.PROBES` order."""
+        if not self.probe:
+            return ()
+        asked = [name.strip() for name in self.probe.split(",") if name.strip()]
+        unknown = [name for name in asked if name not in PROBES]
+        if unknown:
+            raise ConfigError(
+                f"--probe: unknown probe(s) {', '.join(unknown)}; use any of {', '.join(PROBES)}"
+            )
+        return tuple(p for p in PROBES if p in asked)
+
+
+@dataclass(frozen=True)
 class DisplayOptions:
     """What the terminal shows while the run goes."""
 
@@ -318,7 +344,7 @@ GROUPS: dict[str, type[Any]] = {
     "input": InputOptions, "output": OutputOptions, "jev": JevOptions, "cache": CacheOptions,
     "retry": RetryPolicy, "rate": RateControl, "limits": RunLimits, "policy": PolicyOptions,
     "judge": JudgeOptions, "claims": ClaimOptions, "metrics": MetricOptions,
-    "scale": ScaleOptions, "display": DisplayOptions,
+    "scale": ScaleOptions, "audit": AuditOptions, "display": DisplayOptions,
 }  # fmt: skip
 # Each setting's group, by name (names are unique across groups).
 GROUP_OF: dict[str, str] = {f.name: g for g, cls in GROUPS.items() for f in fields(cls)}
@@ -340,6 +366,7 @@ class RunOptions:
     claims: ClaimOptions = field(default_factory=ClaimOptions)
     metrics: MetricOptions = field(default_factory=MetricOptions)
     scale: ScaleOptions = field(default_factory=ScaleOptions)
+    audit: AuditOptions = field(default_factory=AuditOptions)
     display: DisplayOptions = field(default_factory=DisplayOptions)
 
     @classmethod

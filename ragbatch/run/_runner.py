@@ -29,6 +29,7 @@ from ragbatch.core import (
     ClaimExtractor,
     ClaimResult,
     JevOutcome,
+    JevRequest,
     Provider,
     ProviderError,
     Reply,
@@ -50,6 +51,7 @@ from ragbatch.core import (
     evidence_of,
     read_judgments,
     read_step_judgments,
+    reversed_request,
     step_requests,
     summarize_claims,
     trace_decision,
@@ -68,6 +70,8 @@ class RunConfig:
     max_error_rate: float | None = None
     error_budget_rows: int = 20
     claims: ClaimConfig | None = None
+    # --context-order: as-is, reversed, or both (two requests, P(true) averaged; §9)
+    context_order: str = "as-is"
 
 
 class ErrorBudget:
@@ -132,28 +136,50 @@ async def judge_claims(
     return results, replies
 
 
+def row_requests(row: Row, model: str, context_order: str) -> list[JevRequest]:
+    """The row's request(s) under ``--context-order``: as-is, reversed, or both in that order."""
+    if context_order == "as-is":
+        return [build_request(row, model)]
+    if context_order == "reversed":
+        return [reversed_request(row, model)]
+    return [build_request(row, model), reversed_request(row, model)]
+
+
+def averaged(replies: list[Reply]) -> dict[str, float]:
+    """P(true) per question id, averaged over the replies (``--context-order both``)."""
+    if len(replies) == 1:
+        return replies[0].probabilities()
+    tables = [r.probabilities() for r in replies]
+    return {qid: math.fsum(t[qid] for t in tables) / len(tables) for qid in tables[0]}
+
+
 async def judge_row(
-    row: Row, provider: Provider, thresholds: Thresholds, claims: ClaimConfig | None = None
+    row: Row,
+    provider: Provider,
+    thresholds: Thresholds,
+    claims: ClaimConfig | None = None,
+    context_order: str = "as-is",
 ) -> JevOutcome:
     """The row's Jev call(s), then the policy; a ProviderError becomes a failed row.
 
     Calls of one row run one after another, so its latency is their sum.
     """
-    request = build_request(row, provider.model)
-    spent = 0.0
+    replies: list[Reply] = []
     try:
-        reply = await provider.fetch_answers(Call(request=request, row=row))
-        spent = reply.latency_ms
+        for request in row_requests(row, provider.model, context_order):
+            replies.append(await provider.fetch_answers(Call(request=request, row=row)))
         results, claim_replies = (
             await judge_claims(row, provider, claims, thresholds) if claims else ([], [])
         )
     except ProviderError as exc:
         failure = RowFailure(kind=exc.kind, message=str(exc), retries=exc.retries)
+        spent = math.fsum(r.latency_ms for r in replies)
         return JevOutcome(None, None, None, failure, spent + exc.wall_ms)
-    judgments = read_judgments(row, reply.probabilities())
+    reply = replies[0]
+    judgments = read_judgments(row, averaged(replies))
     summary = summarize_claims(results) if claims else None
     verdict = diagnose(judgments, thresholds, summary)
-    latency = math.fsum([reply.latency_ms, *(r.latency_ms for r in claim_replies)])
+    latency = math.fsum([*(r.latency_ms for r in replies), *(r.latency_ms for r in claim_replies)])
     return JevOutcome(
         _spent(reply),
         judgments,
@@ -163,6 +189,7 @@ async def judge_row(
         claims=tuple(results) if claims else None,
         claim_summary=summary,
         claim_replies=tuple(_spent(r) for r in claim_replies),
+        order_replies=tuple(_spent(r) for r in replies[1:]),
     )
 
 
@@ -207,7 +234,7 @@ def _spent(reply: Reply) -> Reply:
 async def judge_item(item: Row | Trace, provider: Provider, config: RunConfig) -> JevOutcome:
     if isinstance(item, Trace):
         return await judge_trace(item, provider, config.thresholds)
-    return await judge_row(item, provider, config.thresholds, config.claims)
+    return await judge_row(item, provider, config.thresholds, config.claims, config.context_order)
 
 
 def outcome_row(item: Row | Trace, jev: JevOutcome) -> Row:

@@ -407,7 +407,7 @@ class CachedProvider:
             self.stats, self.warnings = CacheStats(), []
 
     def key_for(self, call: Call) -> str:
-        return request_key(self.endpoint, call.request)
+        return request_key(self.endpoint, call.request, call.probe)
 
     def _hit(self, hit: Reply) -> Reply:
         self.stats.hits += 1
