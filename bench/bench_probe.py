@@ -84,9 +84,7 @@ def injected_delta(condition: str, bias: Bias, rows: list[dict[str, Any]]) -> fl
 def targets(condition: str, probes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The entries the condition's bias moves (every judgment of its probe, unless one)."""
     _, probe, judgment = CONDITIONS[condition]
-    return [
-        e for e in probes if e["probe"] == probe and judgment in (None, e["judgment"])
-    ]
+    return [e for e in probes if e["probe"] == probe and judgment in (None, e["judgment"])]
 
 
 def excludes_zero(e: dict[str, Any], condition: str) -> bool:
@@ -135,9 +133,9 @@ def report_condition(condition: str, runs: list[tuple[list[dict[str, Any]], floa
         )
         n = len(entries)
         detected = sum(excludes_zero(e, condition) for e, _ in entries) / n
-        delta_cover = sum(
-            e["deltaLow"] - EPSILON <= d <= e["deltaHigh"] + EPSILON for e, d in entries
-        ) / n
+        delta_cover = (
+            sum(e["deltaLow"] - EPSILON <= d <= e["deltaHigh"] + EPSILON for e, d in entries) / n
+        )
         flip_cover = sum(e["flipLow"] <= pooled <= e["flipHigh"] for e, _ in entries) / n
         mean_delta = math.fsum(e["meanDelta"] for e, _ in entries) / n
         injected = math.fsum(d for _, d in entries) / n

@@ -29,7 +29,8 @@ def bar_scale(audit: JudgeAudit) -> float:
 
 
 def _delta(x: float) -> str:
-    return f"{x:+.3f}"
+    shown = round(x, 3) or 0.0  # float noise around 0 (complement's p + p' - 1) shows as +0.000
+    return f"{shown:+.3f}"
 
 
 def text_bar(e: ProbeEntry, scale: float, limit: float) -> str:
@@ -92,8 +93,12 @@ def audit_line(audit: JudgeAudit | None) -> str | None:
     head = f"  judge audit ({audit.sampled_rows} rows probed, {len(audit.probes)} checks): "
     if not flagged:
         worst = max(audit.probes, key=lambda e: e.flip_high, default=None)
-        tail = f", highest flip rate {worst.probe}/{worst.judgment} {pct(worst.flip_rate)}"
-        return head + "none flagged" + (tail if worst is not None else "")
+        if worst is None:
+            return head + "none flagged"
+        return (
+            f"{head}none flagged, highest flip rate {worst.probe}/{worst.judgment} "
+            f"{pct(worst.flip_rate)}"
+        )
     shown = ", ".join(
         f"{e.probe}/{e.judgment} {pct(e.flip_rate)} ({pct(e.flip_low)} to {pct(e.flip_high)})"
         for e in flagged[:5]
