@@ -138,7 +138,7 @@ def infer_command(
     audit = typed.judge_audit
     section = audit.model_dump(mode="json", by_alias=True) if audit is not None else None
     # every diagnosis rate reads every judgment, so the corrected rates rely on them all
-    warning = audit_warning(section, JUDGMENTS, "the corrected rates")
+    warning = audit_warning(section, JUDGMENTS, "infer (its corrected rates)")
     if warning is not None:
         typer.echo(f"warning: {warning}", err=True)
     if json_out:
