@@ -43,6 +43,7 @@ PURE = [
     "ragbatch.report._trace_tables",
     "ragbatch.report._markdown",
     "ragbatch.report._inference_view",
+    "ragbatch.report._audit_view",
     "ragbatch.report._export",
     "ragbatch.report._export_traces",
     "ragbatch.report._timeline",

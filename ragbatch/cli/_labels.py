@@ -30,8 +30,11 @@ from ragbatch.cli._run_command import SOURCE, source_options, with_options
 from ragbatch.compare import (
     DEFAULT_MAX_RISE,
     JEV_ONLY,
+    AuditGate,
     CorrectedGate,
     RulePathError,
+    audit_gate,
+    audit_gate_markdown,
     corrected_gate,
     corrected_markdown,
     gate,
@@ -41,10 +44,10 @@ from ragbatch.compare import (
     judge_failure_rates,
     parse_rules,
 )
-from ragbatch.core import ConfigError, RagbatchError, Trace
+from ragbatch.core import JUDGMENTS, ConfigError, RagbatchError, Trace
 from ragbatch.data import read_labels
 from ragbatch.metrics import Inference, labels_needed
-from ragbatch.report import Report, report_bytes, report_html, report_markdown
+from ragbatch.report import Report, audit_warning, report_bytes, report_html, report_markdown
 from ragbatch.run import open_source_items
 
 Labels = Annotated[Path, typer.Option(help="The labelled audit sample (JSONL).")]
@@ -132,6 +135,12 @@ def infer_command(
             write_bytes(html, report_html(with_inference).encode())
     except RagbatchError as error:
         raise fail(error) from None
+    audit = typed.judge_audit
+    section = audit.model_dump(mode="json", by_alias=True) if audit is not None else None
+    # every diagnosis rate reads every judgment, so the corrected rates rely on them all
+    warning = audit_warning(section, JUDGMENTS, "infer (its corrected rates)")
+    if warning is not None:
+        typer.echo(f"warning: {warning}", err=True)
     if json_out:
         typer.echo(orjson.dumps(result.model_dump(mode="json", by_alias=True)).decode())
         return
@@ -237,6 +246,14 @@ def gate_command(
         float, typer.Option(help="With --labels: largest allowed rise of a corrected rate.")
     ] = DEFAULT_MAX_RISE,
     confidence: Confidence = 0.95,
+    max_flip_rate: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Fail when a judge-audit probe's flip interval lies wholly above this rate.",
+        ),
+    ] = None,
 ) -> None:
     """Fail (exit 1) when CURRENT regressed against --baseline beyond the rules.
 
@@ -247,9 +264,12 @@ def gate_command(
     test) says it is not noise. A rules-file path in neither report is a usage error.
     With --labels, the corrected any-failure rates (see ragbatch infer) must not rise by more
     than --max-rise: PASS, FAIL, or UNDECIDED with the labels still needed.
+    With --max-flip-rate, CURRENT's judgeAudit entries (ragbatch run --probe, ragbatch probe)
+    fail when their flip rate's whole 95% interval lies above it, and are named.
     Exit 0 pass, 1 regression, 2 usage error, 6 undecided.
     """
     corrected: CorrectedGate | None = None
+    audit: AuditGate | None = None
     try:
         check_output_paths(("--markdown", markdown), ("--junit", junit))
         if baseline_labels is not None and labels is None:
@@ -261,6 +281,9 @@ def gate_command(
         except RulePathError as error:  # a rule path in neither report: name the rules file
             raise ConfigError(f"{rules}: {error}") from None
         text = gate_markdown(result)
+        if max_flip_rate is not None:
+            audit = audit_gate(reports[0], max_flip_rate)
+            text += "\n" + audit_gate_markdown(audit)
         if labels is not None:
             corrected = _corrected(current, baseline, labels, baseline_labels, max_rise, confidence)
             text += "\n" + corrected_markdown(corrected)
@@ -268,10 +291,10 @@ def gate_command(
         if markdown is not None:
             write_bytes(markdown, text.encode())
         if junit is not None:
-            write_bytes(junit, gate_junit(result, corrected).encode())
+            write_bytes(junit, gate_junit(result, corrected, audit).encode())
     except RagbatchError as error:
         raise fail(error) from None
-    code = result.exit_code
+    code = result.exit_code or (audit.exit_code if audit is not None else 0)
     raise typer.Exit(code if code or corrected is None else corrected.exit_code)
 
 

@@ -20,7 +20,7 @@ from ragbatch.cli._run_command import SOURCE, open_source, with_options
 from ragbatch.compare import diff_markdown, diff_reports, distribution_drift, drift_markdown
 from ragbatch.core import ConfigError, RagbatchError
 from ragbatch.data import write_counterfactuals
-from ragbatch.report import report_bytes, summarize
+from ragbatch.report import audit_warning, report_bytes, summarize
 from ragbatch.run import RunOptions, estimate_options, merge_partials
 
 TOO_LARGE_SHOWN = 20  # rows over a size limit listed by `estimate` (all of them with --json)
@@ -184,13 +184,17 @@ def calibrate_command(
     """
     try:
         check_output_paths(("--out", out))
+        data = read_report(report)
         policy, table = calibrate_targets(
-            read_report(report), target_risk, confidence, folds, seed, routing, per_diagnosis
+            data, target_risk, confidence, folds, seed, routing, per_diagnosis
         )
         write_bytes(out, policy_bytes(policy))
     except RagbatchError as error:
         raise fail(error) from None
     typer.echo(summary(policy, str(out), table))
+    warning = audit_warning(data.get("judgeAudit"), policy.judgments, "the calibrated policy")
+    if warning is not None:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 def agreement_command(

@@ -1,5 +1,6 @@
 """Two reports side by side (the CI gate, the diff, distribution drift), and one report
-against human labels (``inference``: corrected rates; ``inference_gate``: the gate on them).
+against human labels (``inference``: corrected rates; ``inference_gate``: the gate on them), and the gate on a
+report's judge audit (``audit_gate``: ``--max-flip-rate``).
 
 Pure: works on parsed report JSON or the typed report. May import ``report`` (its models),
 ``metrics`` and ``core``.
@@ -8,6 +9,7 @@ Pure: works on parsed report JSON or the typed report. May import ``report`` (it
 from __future__ import annotations
 
 # The front door: what other packages use (the modules behind it are private).
+from ragbatch.compare._audit_gate import AuditGate, audit_gate, audit_gate_markdown
 from ragbatch.compare._drift import distribution_drift, drift_markdown
 from ragbatch.compare._gate import (
     GateResult,
@@ -31,10 +33,13 @@ from ragbatch.compare._inference_gate import (
 __all__ = [
     "DEFAULT_MAX_RISE",
     "JEV_ONLY",
+    "AuditGate",
     "CorrectedGate",
     "GateResult",
     "Rule",
     "RulePathError",
+    "audit_gate",
+    "audit_gate_markdown",
     "corrected_gate",
     "corrected_markdown",
     "diff_markdown",

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
+from ragbatch.compare._audit_gate import AuditGate, audit_junit_cases
 from ragbatch.compare._diff import Diff as Diff  # the diff is part of this module's API too
 from ragbatch.compare._diff import (
     ReportData,
@@ -367,18 +368,23 @@ def gate_markdown(result: GateResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def gate_junit(result: GateResult, corrected: CorrectedGate | None = None) -> str:
+def gate_junit(
+    result: GateResult, corrected: CorrectedGate | None = None, audit: AuditGate | None = None
+) -> str:
     """The gate as JUnit XML: one test case per rule (skipped rules are skipped), then one per
     corrected-rate check when human labels were given (UNDECIDED is skipped, with the labels
-    still needed in its message)."""
+    still needed in its message), then one per judge-audit entry with ``--max-flip-rate``."""
     checks = corrected.checks if corrected is not None else []
-    failures = sum(r.status == "fail" for r in result.rules) + sum(
-        c.status == "fail" for c in checks
+    flips = audit.checks if audit is not None else []
+    failures = (
+        sum(r.status == "fail" for r in result.rules)
+        + sum(c.status == "fail" for c in checks)
+        + sum(f.failed for f in flips)
     )
     skipped = sum(r.status == "skipped" for r in result.rules) + sum(
         c.status == "undecided" for c in checks
     )
-    tests = len(result.rules) + len(checks)
+    tests = len(result.rules) + len(checks) + len(flips)
     counts = {"tests": str(tests), "failures": str(failures), "errors": "0"}
     root = ET.Element("testsuites", {"name": "ragbatch gate", **counts})
     suite = ET.SubElement(root, "testsuite", {"name": "ragbatch.gate", **counts})
@@ -395,5 +401,7 @@ def gate_junit(result: GateResult, corrected: CorrectedGate | None = None) -> st
             ET.SubElement(case, "system-out").text = f"{r.status}: {r.reason}"
     if corrected is not None:
         corrected_junit_cases(corrected, suite)
+    if audit is not None:
+        audit_junit_cases(audit, suite)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, "unicode") + "\n"

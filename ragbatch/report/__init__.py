@@ -3,7 +3,8 @@
 Owns the report models (``models``), the streaming builder that turns row outcomes into the
 three modes (``builder``, ``modes``) and per-row results (``rows``), the ``--rows-out``
 writer (``rows_out``), and the views: text summary (``text``), tables, Markdown, HTML and
-its charts, and the corrected-rates section (``inference_view``); typed partial views of a
+its charts, the corrected-rates section (``inference_view``) and the judge audit's
+(``audit_view``: also the warning calibrate and infer give on a flagged judgment); typed partial views of a
 report read back (``views``: rows by the models' field names, for calibration and compare).
 
 Pure except ``rows_out`` (writes the JSONL stream) and ``html`` (loads its template from the
@@ -18,6 +19,7 @@ from ragbatch._lazy import lazy_exports
 
 # The front door: what other packages use (the modules behind it are private). What a run
 # does not need (the views, exports and merge) is imported on first use: start-up.
+from ragbatch.report._audit_view import audit_warning
 from ragbatch.report._builder import ROWS_IN_FILE, ROWS_NOT_KEPT, ReportBuilder, RunInfo, summarize
 from ragbatch.report._models import (
     DatasetInfo,
@@ -71,6 +73,7 @@ __all__ = [
     "RowView",
     "RowsWriter",
     "RunInfo",
+    "audit_warning",
     "export_rows",
     "merge_builders",
     "merge_rows",

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragbatch.core import ConfigError, Trace, install_extra
+from ragbatch.report._audit_view import audit_table, bar_scale, flip_svg
 from ragbatch.report._builder import ROWS_IN_FILE
 from ragbatch.report._inference_view import inference_table, interval_svg
 from ragbatch.report._models import ClaimOut, Report, RowResult
@@ -173,6 +174,17 @@ def require_html_extra() -> None:
         raise ConfigError(MISSING_EXTRA) from None
 
 
+def audit_bars(report: Report) -> list[str]:
+    """The judge audit's flip intervals as inline SVG bars, one per entry, on one scale."""
+    from markupsafe import Markup
+
+    audit = report.judge_audit
+    if audit is None:
+        return []
+    scale = bar_scale(audit)
+    return [Markup(flip_svg(e, scale, audit.max_flip_rate)) for e in audit.probes]
+
+
 def report_html(
     report: Report,
     answers: Mapping[str, str] | None = None,
@@ -241,5 +253,7 @@ def report_html(
             Markup(interval_svg(e))
             for e in (report.inference.estimates if report.inference else [])
         ],
+        "audit": audit_table(report.judge_audit),
+        "audit_bars": audit_bars(report),
     }
     return str(env.get_template("report.html.j2").render(context))

@@ -8,6 +8,7 @@ multi-step traces fail follows the failed rows.
 
 from __future__ import annotations
 
+from ragbatch.report._audit_view import audit_table
 from ragbatch.report._inference_view import inference_table
 from ragbatch.report._models import Report
 from ragbatch.report._tables import (
@@ -93,6 +94,9 @@ def report_markdown(report: Report) -> str:
     inference = inference_table(report.inference)
     if inference is not None:
         tables.append(inference)  # only after `ragbatch infer`: goldens unchanged without it
+    audit = audit_table(report.judge_audit)
+    if audit is not None:
+        tables.append(audit)  # only with --probe or `ragbatch probe`
     parts += [table_markdown(t) for t in tables]
     parts += ["### Limits", "", limits_text(report), ""]
     return "\n".join(parts)

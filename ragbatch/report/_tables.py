@@ -23,6 +23,7 @@ from ragbatch.report._models import Mode, Report
 KNOWN_SECTIONS = {"reportVersion", "dataset", "decisions", "policy", "provider", "pricing", "modes"}
 KNOWN_SECTIONS |= {"rows", "slices", "tradeoff", "diagnostics", "routingCurves"}
 KNOWN_SECTIONS |= {"traces"}  # its own tables: ragbatch.report._trace_tables
+KNOWN_SECTIONS |= {"judgeAudit"}  # its own table: ragbatch.report._audit_view
 # Section titles in words; a section not listed here gets its key split into words.
 TITLES = {
     "incomplete": "Incomplete run",

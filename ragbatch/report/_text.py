@@ -7,6 +7,7 @@ from typing import Any
 
 from ragbatch.core import Cost
 from ragbatch.metrics import Latency
+from ragbatch.report._audit_view import audit_line
 from ragbatch.report._models import Mode, Report
 from ragbatch.report._tables import guarantee_text
 from ragbatch.report._trace_tables import trace_line
@@ -182,6 +183,9 @@ def summary_text(report: Report, record: Mapping[str, Any] | None = None) -> str
             f"{_pct(claims.answer_level_accuracy)}, {claims.missing_citations} missing citations, "
             f"no-fit {_pct(claims.no_fit_rate)}, {claims.rows_failed_by_veto} answers vetoed"
         )
+    audit = audit_line(report.judge_audit)
+    if audit is not None:
+        lines.append(audit)
     return "\n".join(lines)
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, cast
 
+from ragbatch.testing.bias import Bias, BiasedJudge, parse_bias
 from ragbatch.testing.bucket import TokenBucket
 from ragbatch.testing.jev_errors import JSON_INVALID, error_type, phrase, validation_errors
 from ragbatch.testing.loopback import LoopbackServer
@@ -298,6 +299,9 @@ class _Handler(BaseHTTPRequestHandler):
             qid: answer_fn(state, qid, q) if answer_fn else default_answer(state, q)
             for qid, q in questions.items()
         }
+        if jev.judge is not None:  # injected biases replace the noul answers
+            biased = jev.judge.answers(state, questions)
+            answers.update({qid: {"type": "noul", "noul": p} for qid, p in biased.items()})
         usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": 2 * len(answers)}
         if fault is not None and fault.kind == "bad_usage":
             usage["input_tokens"] = fault.usage_value
@@ -342,7 +346,8 @@ class JevServer(LoopbackServer):
     ``None`` if not JSON) and ``headers_seen`` (lower-cased header names). ``api_key=None``
     turns auth off: any or no ``Authorization`` header is accepted. ``token_bucket`` is
     ``(capacity, refill_per_s)`` or a :class:`~ragbatch.testing.bucket.TokenBucket` (with its
-    own clock).
+    own clock). ``bias`` (see :mod:`ragbatch.testing.bias`) answers noul questions with
+    injected biases, seeded by ``seed``.
     """
 
     requests_total: int
@@ -364,12 +369,14 @@ class JevServer(LoopbackServer):
         fault_fn: FaultFn | None = None,
         token_bucket: tuple[float, float] | TokenBucket | None = None,
         port: int = 0,
+        bias: Bias | None = None,
     ) -> None:
         self.api_key, self.release, self._port = api_key, release, port
         self.latency_s, self.latency_jitter_s = latency_s, latency_jitter_s
         self.answer_fn, self.fault_fn = answer_fn, fault_fn
         bucket = TokenBucket(*token_bucket) if isinstance(token_bucket, tuple) else token_bucket
         self._bucket = bucket
+        self.judge = None if bias is None else BiasedJudge(bias, seed)
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._faults: deque[Fault] = deque()
@@ -460,6 +467,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--api-key", default="test-key", help="empty: no key needed (auth off)")
     parser.add_argument("--release", default="jev-1.13.0")
     parser.add_argument("--token-bucket", type=float, nargs=2, metavar=("CAPACITY", "PER_S"))
+    parser.add_argument(
+        "--bias",
+        type=parse_bias,
+        help="e.g. order=0.2,yes-lean=0.1; empty: the unbiased seeded judge",
+    )
     args = parser.parse_args(argv)
     bucket = cast("tuple[float, float] | None", tuple(args.token_bucket or ()) or None)
     server = JevServer(
@@ -470,6 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         token_bucket=bucket,
         port=args.port,
+        bias=args.bias,
     )
     stop = threading.Event()
 
