@@ -141,3 +141,13 @@ class BudgetedProvider:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def spent_of(provider: Provider) -> float | None:
+    """What the --max-cost limit in ``provider``'s chain counts as spent (None: no limit)."""
+    found: Provider | None = provider
+    while found is not None:
+        if isinstance(found, BudgetedProvider):
+            return found.limit.spent
+        found = getattr(found, "inner", None)
+    return None

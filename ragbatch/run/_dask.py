@@ -47,6 +47,7 @@ from ragbatch.run._parts import (
     run_shard_task,
 )
 from ragbatch.run._preflight import Checked, ignore, preflight, rows_warning
+from ragbatch.run._probe_report import check_probed_rows
 from ragbatch.run._split import PlannedRows, detached, part_source, plan_rows
 
 if TYPE_CHECKING:
@@ -171,6 +172,7 @@ def run_checked_on_dask(
         raise ConfigError(f"cannot split {i.dataset}: run it without --dask to see why")
     if (warning := rows_warning(config, plan.rows)) is not None:
         warn(warning)  # the tasks' own warnings go unheard
+    check_probed_rows(config, plan.rows)  # before anything is sent (--probe)
     parts = min(parts, plan.rows)
     ignore_unknown, html = i.ignore_unknown_fields, config.output.html is not None
     sources = [
@@ -201,4 +203,4 @@ def run_checked_on_dask(
             for chunk in lines:
                 out.write(chunk or b"")
     merged = config.replace(rows_out=None)
-    return finish_parts(merged, plan, summaries, results, started, facts)
+    return finish_parts(merged, plan, summaries, results, started, facts, checked=checked)

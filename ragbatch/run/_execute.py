@@ -122,9 +122,9 @@ class Execution:
     def __init__(self, parts: Parts, rows_out: RowsWriter | None) -> None:
         o = parts.options
         if o.audit.probes and parts.shard is not None:
-            raise ConfigError(
-                "--probe runs in one process: drop --workers, --dask and --shard, or probe the "
-                "merged report with ragbatch probe REPORT --dataset DATA"
+            raise ConfigError(  # a part's probes run in its parent, on the merged rows
+                "--probe needs the whole run's rows, which a --shard has not: drop --shard, "
+                "or probe the merged report with ragbatch probe REPORT --dataset DATA"
             )
         self.parts = parts
         self.outcomes = Outcomes(

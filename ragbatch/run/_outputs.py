@@ -20,6 +20,7 @@ import orjson
 from ragbatch._files import AtomicFile
 from ragbatch.core import Trace
 from ragbatch.report import Report, RowsWriter, report_bytes
+from ragbatch.run._budget import spent_of
 from ragbatch.run._calls import offline_models
 from ragbatch.run._config import JobResult
 from ragbatch.run._execute import Outcomes
@@ -142,6 +143,8 @@ def write_part(
     if parts.shard is None:
         raise ValueError("a part needs --shard and --partial-out")
     record = run_record(parts, kept, warn)
+    if (spent := spent_of(parts.provider)) is not None:  # the parent's probes get the rest
+        record["spentUsd"] = spent
     parts.shard.write(parts.info, kept.kept, kept.builder, kept.calls, kept.texts)
     if parts.options.output.run_record is not None:
         staged.add(parts.options.output.run_record, record_bytes(record))

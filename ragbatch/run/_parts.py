@@ -28,6 +28,7 @@ from ragbatch.run._config import JobResult
 from ragbatch.run._job import run_part_job
 from ragbatch.run._options import RunOptions
 from ragbatch.run._preflight import Checked
+from ragbatch.run._probe_report import audit_merged
 from ragbatch.run._shards import merge_partials, shard_of
 from ragbatch.run._split import RowPlan, check_duplicate_ids
 from ragbatch.run._stop import RunCanceller
@@ -53,6 +54,7 @@ def part_changes(
         "markdown": None,  # the parent writes the views of the merged report
         "html": None,
         "max_report_rows": 0,  # the shard's own report is not written: skip its rows
+        "probe": None,  # the parent probes the merged rows (--probe samples the whole run)
         "concurrency": max(1, math.ceil(rate.concurrency / parts)),
         "max_rps": rate.max_rps / parts if rate.max_rps else None,
         "max_tokens_per_s": rate.max_tokens_per_s / parts if rate.max_tokens_per_s else None,
@@ -92,6 +94,7 @@ def run_shard_task(part: Checked, stop: RunCanceller | None = None) -> dict[str,
         "wallSeconds": record["wallSeconds"],
         "rowsPerSecond": record["rowsPerSecond"],
         "cache": record.get("cache"),
+        "spentUsd": record.get("spentUsd"),  # against its share of --max-cost (None: no limit)
     }
 
 
@@ -118,9 +121,11 @@ def finish(
     started: float,
     facts: dict[str, Any],
     row_files: list[Path] | None = None,
+    checked: Checked | None = None,
 ) -> JobResult:
     """Raise a shard's error, else merge the partials and write the report (and run record);
-    with ``row_files`` (each shard's --rows-out), merge those into ``config.rows_out`` too."""
+    with ``row_files`` (each shard's --rows-out), merge those into ``config.rows_out`` too;
+    with ``checked`` (the whole run), its --probe runs here on the merged rows."""
     raise_shard_error(results)
     info, outcomes = merge_partials(partials)
     rows_out = config.output.rows_out
@@ -133,7 +138,7 @@ def finish(
     html = config.output.html is not None  # the HTML view shows questions and answers
     texts = {o.row.id: (o.row.question, o.row.answer) for o in outcomes if html}
     facts = {**facts, **record, "shardRuns": results}
-    return write_merged(config, report, started, facts, texts)
+    return write_merged(config, report, started, facts, texts, checked)
 
 
 def finish_parts(
@@ -144,9 +149,11 @@ def finish_parts(
     started: float,
     facts: dict[str, Any],
     row_files: list[Path] | None = None,
+    checked: Checked | None = None,
 ) -> JobResult:
     """Raise a part's error, else merge the parts' summaries in input order, concatenate
-    their rows files into ``config.rows_out`` and write the report (and run record)."""
+    their rows files into ``config.rows_out`` and write the report (and run record); with
+    ``checked`` (the whole run), its --probe runs here on the merged rows."""
     raise_shard_error(results)
     limit = config.output.max_report_rows
     whole = merge_summaries([read_summary(data) for data in summaries], limit)
@@ -156,7 +163,7 @@ def finish_parts(
     report = whole.builder.report(dataset_sha256=plan.sha256)
     record = {"failuresByKind": whole.calls.failures.record()}
     facts = {**facts, **record, "shardRuns": results}
-    return write_merged(config, report, started, facts, whole.texts)
+    return write_merged(config, report, started, facts, whole.texts, checked)
 
 
 def concatenate(parts: list[Path], target: Path) -> None:
@@ -173,9 +180,14 @@ def write_merged(
     started: float,
     facts: dict[str, Any],
     texts: dict[str, tuple[str, str]],
+    checked: Checked | None = None,
 ) -> JobResult:
     """Write the merged report and the run record (rows, wall, ``facts``); the views are
-    written by the caller from the result's ``texts`` (each row's question and answer)."""
+    written by the caller from the result's ``texts`` (each row's question and answer).
+    With ``checked``'s --probe, the report gets its ``judgeAudit`` section first."""
+    if checked is not None and checked.options.audit.probes:
+        spent = math.fsum(run.get("spentUsd") or 0.0 for run in facts["shardRuns"])
+        report = audit_merged(checked, report, spent)
     data = report_bytes(report)
     if config.output.out is not None:
         write_bytes(config.output.out, data)

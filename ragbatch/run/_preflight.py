@@ -98,10 +98,20 @@ def check_options(o: RunOptions) -> None:
         raise ConfigError(f"--concurrency must be at least 1, got {o.rate.concurrency}")
     _ = o.cache.mode  # refuses two cache modes at once
     _ = o.scale.shard_of  # refuses a --shard that is not K/N
-    if o.audit.probes and (o.scale.workers > 1 or o.scale.dask or o.scale.shard):
+    if o.audit.probes and o.scale.shard:
         raise ConfigError(
-            "--probe runs in one process: drop --workers, --dask and --shard, or probe the "
-            "merged report with ragbatch probe REPORT --dataset DATA"
+            "--probe needs the whole run's rows, which a --shard has not: drop --shard (use "
+            "--workers or --dask), or probe the merged report with ragbatch probe REPORT "
+            "--dataset DATA"
+        )
+    if (
+        o.audit.probes
+        and (o.scale.workers > 1 or o.scale.dask)
+        and o.claims.groundedness != "basic"
+    ):
+        raise ConfigError(  # the merged report keeps no claim summaries to diagnose with
+            "--probe with --workers or --dask probes the merged report, which keeps no claims: "
+            "run claim mode's probes in one process"
         )
     if o.policy.routing is not None and o.policy.policy is not None:
         raise ConfigError(

@@ -53,6 +53,7 @@ from ragbatch.run._parts import (
     shard_config,
 )
 from ragbatch.run._preflight import Checked, ignore, preflight, rows_warning
+from ragbatch.run._probe_report import check_probed_rows
 from ragbatch.run._progress import count_lines
 from ragbatch.run._split import RowPlan, part_source, plan_rows
 from ragbatch.run._stop import SIGNALS, RunCanceller, interrupted_message, signals_held
@@ -293,6 +294,8 @@ def _run_workers(
         raise workers_interrupted(stop.signum, checked)
     if (warning := rows_warning(config, plan.rows if plan is not None else None)) is not None:
         warn(warning)  # the workers' own warnings go unheard
+    if config.audit.probes:  # before anything is sent: the parent probes the merged rows
+        check_probed_rows(config, dataset_rows(config, plan))
     with tempfile.TemporaryDirectory(prefix="ragbatch-workers-") as tmp:
         shards = range(1, workers + 1)
         partials = [Path(tmp) / f"part-{k}-of-{workers}.jsonl" for k in shards]
@@ -324,10 +327,10 @@ def _run_workers(
             # the parent's serial part: from the last worker's end to the report written
             facts: dict[str, Any] = {"workers": workers, "mergeStarted": time.perf_counter()}
             if plan is None:
-                return finish(config, partials, results, started, facts, rows)
+                return finish(config, partials, results, started, facts, rows, checked)
             raise_shard_error(results)
             summaries = [path.read_bytes() for path in partials]
-            return finish_parts(config, plan, summaries, results, started, facts, rows)
+            return finish_parts(config, plan, summaries, results, started, facts, rows, checked)
         finally:
             for path in rows or ():  # a killed worker leaves its rows unfinished
                 path.unlink(missing_ok=True)

@@ -158,5 +158,5 @@ def test_ragbatch_probe_on_a_report_equals_the_run_with_probes(
 def test_probe_refuses_workers(jev_server: JevServer, tmp_path: Path) -> None:
     from ragbatch.core import ConfigError
 
-    with pytest.raises(ConfigError, match="--probe runs in one process"):
-        run_job(job_config(jev_server, tmp_path, probe="repeat", workers=2))
+    with pytest.raises(ConfigError, match="a --shard has not"):
+        run_job(job_config(jev_server, tmp_path, probe="repeat", shard="1/2"))
