@@ -1,8 +1,10 @@
 """Thresholds from labelled data: the fit, its bounds and search, and human audit.
 
 Owns the fit under a risk target (``fit``), Clopper-Pearson bounds and AUROC (``bounds``),
-the precedence table over per-judgment thresholds (``rules``), the grid search and
-coordinate refinement (``search``, ``refine``), the policy file (``policy_file``) and the
+the precedence table over per-judgment thresholds (``rules``), a multi-step trace read from
+its report row and diagnosed over statuses by the trace policy (``trace_row``,
+``trace_plan``), the grid search and coordinate refinement (``search``, ``refine``), the
+policy file (``policy_file``) and the
 stratified audit sample with judge-human agreement (``audit``; a multi-step trace's line and
 its first failing step's agreement: ``trace_audit``).
 

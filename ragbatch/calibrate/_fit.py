@@ -25,7 +25,7 @@ import orjson
 from ragbatch.calibrate._advice import refusal
 from ragbatch.calibrate._bounds import auroc, upper_bound
 from ragbatch.calibrate._guarantee import Candidate, Certification, assumption, certify
-from ragbatch.calibrate._labelled import labelled
+from ragbatch.calibrate._labelled import labelled, labelled_answers
 from ragbatch.calibrate._ladder import count_one
 from ragbatch.calibrate._policy_file import (
     FORMAT_VERSION,
@@ -105,15 +105,17 @@ def calibrate(
     """
     _check_options(target_risk, confidence, folds, grid, routing, per_diagnosis)
     used = labelled(rows)
-    samples = [Sample(r.signals, r.expected) for r in used]
+    samples = [Sample(r.signals, r.expected, r.trace) for r in used]
     if len(samples) < MIN_LABELLED:
         raise ConfigError(
-            f"only {len(samples)} labelled successful rows; calibration needs at least "
-            f"{MIN_LABELLED} — add `expected` labels to more dataset rows and rerun"
+            f"only {len(samples)} labelled successful rows or traces; calibration "
+            f"needs at least {MIN_LABELLED} — add `expected` labels to more dataset rows and "
+            "rerun"
         )
     if folds > len(samples):
         raise ConfigError(f"--folds {folds} exceeds the {len(samples)} labelled rows")
-    blocks = tie_blocks([(x.signals, x.expected) for x in samples], target_risk)
+    answers = (a for x in samples for a in labelled_answers(x.signals, x.expected, x.trace))
+    blocks = tie_blocks(answers, target_risk)
     tie = tie_sentence(blocks)
     area = auroc([r.confidence for r in used], [r.diagnosis == r.expected for r in used])
     routings = ROUTINGS if routing == "auto" else (routing,)
@@ -132,6 +134,7 @@ def calibrate(
             refusal(samples, target_risk, confidence, routings, grid, per_diagnosis, tie)
         )
     fitted = chosen.fitted
+    traces = any(s.trace is not None for s in samples)
     held_out = _cross_validate(
         samples, chosen, target_risk, confidence, folds, seed, grid, per_diagnosis
     )
@@ -153,7 +156,7 @@ def calibrate(
         in_sample=_fit(chosen.rows, chosen.count.auto, chosen.count.errors, confidence),
         held_out=held_out,
         judgments=_judgment_fits(samples, fitted.thresholds, confidence),
-        guarantee=_guarantee(cert, chosen, target_risk, confidence, per_diagnosis),
+        guarantee=_guarantee(cert, chosen, target_risk, confidence, per_diagnosis, traces),
         tie_blocks=[
             TieBlock(judgment=name, value=value, rows=n, errors=k, error_rate=k / n)
             for name, value, n, k in blocks
@@ -168,6 +171,7 @@ def _guarantee(
     target: float,
     confidence: float,
     per_diagnosis: Mapping[str, float] | None,
+    traces: bool,
 ) -> Guarantee:
     """The certificate: the target as the bound, the observed figures as estimates."""
     c, own = chosen.count, per_diagnosis or {}
@@ -195,7 +199,7 @@ def _guarantee(
         estimated_risk=safe(c.errors, c.auto),
         candidates_tested=len(cert.tested),
         per_diagnosis=risks,
-        assumption=assumption(bool(per_diagnosis)),
+        assumption=assumption(bool(per_diagnosis), traces),
     )
 
 
@@ -310,16 +314,17 @@ def _judgment_fits(
     """Each judgment's own automatic decisions against the labels its row's diagnosis implies.
 
     Reports carry the expected diagnosis, not per-judgment labels; a diagnosis implies the
-    judgments of every rule before it (good) and of its own rule (bad). A judgment is decided
+    judgments of every rule before it (good) and of its own rule (bad); a trace's answers are
+    labelled by their step's own diagnosis, when it has one. A judgment is decided
     automatically when its answer is low (a "no") or high (a "yes").
     """
     out: dict[str, JudgmentFit] = {}
+    answers = [a for s in samples for a in labelled_answers(s.signals, s.expected, s.trace)]
     for j, name in enumerate(JUDGMENTS):
         pairs = [
             (p, label)
-            for s in samples
-            if (p := s.signals[j]) is not None
-            and (label := implied_labels(s.expected).get(name)) is not None
+            for i, p, expected, _ in answers
+            if i == j and (label := implied_labels(expected).get(name)) is not None
         ]
         decided = [(status(p, thresholds[name]), label) for p, label in pairs]
         auto = [(st, label) for st, label in decided if st != BAND]
@@ -342,10 +347,14 @@ def _fitted_on(
     report_version: str | None,
 ) -> FittedOn:
     """What the policy was fitted on, with a hash of exactly the numbers the search saw."""
-    seen = [[r.id, s.expected, list(s.signals)] for r, s in zip(used, samples, strict=True)]
+    seen = [
+        [r.id, s.expected, list(s.signals)] + ([] if s.trace is None else [s.trace.layout()])
+        for r, s in zip(used, samples, strict=True)
+    ]
     digest = hashlib.sha256(orjson.dumps(seen)).hexdigest()
     if isinstance(dataset, Mapping):  # a caller's own dataset block
         dataset = DatasetView.model_validate(dataset)
+    traces = sum(s.trace is not None for s in samples)
     return FittedOn(
         dataset_sha256=dataset.sha256 if dataset else None,
         dataset_name=dataset.name if dataset else None,
@@ -353,4 +362,5 @@ def _fitted_on(
         labelled_rows=len(samples),
         report_version=report_version,
         rows_sha256=digest,
+        labelled_traces=traces or None,
     )

@@ -58,13 +58,20 @@ SLACK_ROWS = 1000
 MAX_SLACK = 2  # in-sample risk levels (multiples of the target) of the fits
 
 
-def assumption(per_diagnosis: bool) -> str:
-    """What the guarantee assumes, in one clause."""
+def assumption(per_diagnosis: bool, traces: bool = False) -> str:
+    """What the guarantee assumes, in one clause (``traces``: some labelled rows are
+    multi-step traces, each one draw, decided and routed whole)."""
     pooled = "per automatic diagnosis as listed" if per_diagnosis else "pooled over diagnoses"
+    whole = (
+        " (a multi-step trace counts as one row, right when its trace verdict is its own "
+        "label; rows and traces in the deployment's mix)"
+        if traces
+        else ""
+    )
     return (
-        "the labelled rows and the rows the policy will judge are i.i.d. draws from the same "
-        f"deployment distribution, the labels are the truth, the risk is {pooled}, and this "
-        "was one run with its seed and target chosen before seeing the labels"
+        f"the labelled rows{whole} and the rows the policy will judge are i.i.d. draws from "
+        f"the same deployment distribution, the labels are the truth, the risk is {pooled}, "
+        "and this was one run with its seed and target chosen before seeing the labels"
     )
 
 

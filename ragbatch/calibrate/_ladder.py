@@ -9,7 +9,9 @@ which is what lets fixed-sequence testing use *every* labelled row (docs/semanti
 :func:`tally` counts (automatic rows, errors) per step and per automatic diagnosis in one
 pass: along a ladder, a judgment's status changes at most twice (it joins the low side at
 the first step whose fail threshold reaches it, the high side likewise), so a row's diagnosis
-is re-evaluated only at those breakpoints instead of at every step.
+is re-evaluated only at those breakpoints instead of at every step. A multi-step trace's
+answers move the same way, each step's, and its diagnosis is the trace policy's
+(:mod:`ragbatch.calibrate._trace_plan`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ragbatch.calibrate._refine import Sample
-from ragbatch.calibrate._rules import ABSENT, BAND, DECIDE, HIGH, JUDGMENTS, LOW, Pair, statuses
+from ragbatch.calibrate._refine import Sample, rule_of, statuses_of
+from ragbatch.calibrate._rules import ABSENT, BAND, DECIDE, HIGH, JUDGMENTS, LOW, Pair, in_order
 
 # The t of the symmetric steps; the first ones automate little and are skipped on small
 # label sets (see guarantee.reachable), the last ones only matter for loose targets.
@@ -84,7 +86,8 @@ def tally(samples: Sequence[Sample], ladder: Sequence[Pair], routing: str) -> li
     wrong = [0] * (size + 1)
     per: dict[str, list[list[int]]] = {}
     for s in samples:
-        # Step from which each judgment is low / high (size: never).
+        rule = rule_of(s, decide)
+        # Step from which each answer is low / high (size: never).
         low_from = [size if p is None else bisect_left(fails, p) for p in s.signals]
         high_from = [size if p is None else bisect_left(minus_passes, -p) for p in s.signals]
         cuts = sorted({0, *low_from, *high_from} - {size})
@@ -94,7 +97,7 @@ def tally(samples: Sequence[Sample], ladder: Sequence[Pair], routing: str) -> li
                 ABSENT if p is None else LOW if start >= lo else HIGH if start >= hi else BAND
                 for p, lo, hi in zip(s.signals, low_from, high_from, strict=True)
             ]
-            diagnosis = decide(st)
+            diagnosis = rule(st)
             if diagnosis == "JUDGE_UNCERTAIN":
                 continue
             bad = int(diagnosis != s.expected)
@@ -127,10 +130,11 @@ def thresholds(pair: Pair) -> dict[str, Pair]:
 def count_one(samples: Sequence[Sample], pairs_: dict[str, Pair], routing: str) -> Count:
     """:class:`Count` of one policy (any per-judgment thresholds) on ``samples``."""
     decide = DECIDE[routing]
+    ordered = in_order(pairs_)
     n = k = 0
     per: dict[str, list[int]] = {}
     for s in samples:
-        diagnosis = decide(statuses(s.signals, pairs_))
+        diagnosis = rule_of(s, decide)(statuses_of(s, ordered))
         if diagnosis == "JUDGE_UNCERTAIN":
             continue
         bad = int(diagnosis != s.expected)

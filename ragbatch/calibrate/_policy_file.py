@@ -55,6 +55,8 @@ class FittedOn(_Model):
     labelled_rows: int  # successful rows with an expected diagnosis: what the search saw
     report_version: str | None = None
     rows_sha256: str  # sha256 of [id, expected, signals] of the labelled rows, in order
+    # (a trace's with its layout: [step, judgments…] per step read)
+    labelled_traces: int | None = None  # of labelled_rows, multi-step traces (absent: none)
 
 
 class Fit(_Model):
@@ -139,7 +141,16 @@ def _content(data: dict[str, Any]) -> bytes:
     for optional in ("guarantee", "formatVersion", "method", "tieBlocks"):
         if body.get(optional) is None:
             body.pop(optional, None)
+    body["fittedOn"] = _without_traces(body["fittedOn"])
     return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+
+
+def _without_traces(fitted_on: dict[str, Any]) -> dict[str, Any]:
+    """``fittedOn`` without ``labelledTraces`` when there were none: a policy fitted on rows
+    alone has the bytes (and version) it had before traces could be calibrated."""
+    if fitted_on.get("labelledTraces") is not None:
+        return fitted_on
+    return {k: v for k, v in fitted_on.items() if k != "labelledTraces"}
 
 
 def _digest(data: dict[str, Any]) -> str:
@@ -159,6 +170,7 @@ def policy_bytes(policy: PolicyFile) -> bytes:
     for optional in ("method", "tieBlocks"):
         if data.get(optional) is None:
             data.pop(optional, None)
+    data["fittedOn"] = _without_traces(data["fittedOn"])
     return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
 
 

@@ -12,7 +12,7 @@ of the golden report. Claim mode (claim verdicts replacing groundedness) is not 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ragbatch.calibrate._row_view import JUDGMENT_NAMES, row_view, signals_from
@@ -208,28 +208,27 @@ def judgment_label(name: str, expected: str, sig: Signals) -> bool | None:
 
 
 def tie_blocks(
-    rows: Sequence[tuple[Signals, str]], target: float
+    answers: Iterable[tuple[int, float, str, Signals]], target: float
 ) -> list[tuple[str, float, int, int]]:
     """Blocks of answers exactly 0 or 1 on one judgment that disagree with their labels.
 
     Such answers are low or high under every valid threshold, so no threshold can send the
-    block to the fallback judge. Returns (judgment, value, rows with a label, wrong ones)
-    for every block of at least ``MIN_TIE_BLOCK`` labelled rows whose error rate exceeds the
-    target, largest first.
+    block to the fallback judge. ``answers``: (judgment index, answer, the diagnosis that
+    labels it, the signals beside it), as ``_labelled.labelled_answers`` gives them. Returns
+    (judgment, value, answers with a label, wrong ones) for every block of at least
+    ``MIN_TIE_BLOCK`` labelled answers whose error rate exceeds the target, largest first.
     """
     size: Counter[tuple[str, float]] = Counter()
     wrong: Counter[tuple[str, float]] = Counter()
-    for sig, expected in rows:
-        for j, name in enumerate(JUDGMENTS):
-            p = sig[j]
-            if p not in (0.0, 1.0):
-                continue
-            label = judgment_label(name, expected, sig)
-            if label is None:
-                continue
-            assert p is not None
-            size[(name, p)] += 1
-            wrong[(name, p)] += label != (p == 1.0)
+    for j, p, expected, sig in answers:
+        if p not in (0.0, 1.0):
+            continue
+        name = JUDGMENTS[j]
+        label = judgment_label(name, expected, sig)
+        if label is None:
+            continue
+        size[(name, p)] += 1
+        wrong[(name, p)] += label != (p == 1.0)
     found = [
         (name, value, n, wrong[(name, value)])
         for (name, value), n in size.items()

@@ -8,7 +8,9 @@ The global search counts every candidate in one pass over the rows instead of re
 each row per pair: for a fixed fail threshold F, a row's diagnosis as a function of the pass
 threshold P changes only where P crosses its conflict, its contradiction, or the smallest of
 its answers above F (where the uncertain band starts to catch it), so each row adds at most
-four intervals of P to difference arrays. Refinement: :mod:`ragbatch.calibrate._refine`.
+four intervals of P to difference arrays (a multi-step trace: one interval between each two
+of its answers above F, each diagnosed by the trace policy). Refinement:
+:mod:`ragbatch.calibrate._refine`.
 """
 
 from __future__ import annotations
@@ -17,15 +19,18 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ragbatch.calibrate._refine import Sample, rank, refine
+from ragbatch.calibrate._refine import Sample, rank, refine, statuses_of
 from ragbatch.calibrate._rules import (
+    BAND,
     CHUNK,
     CONFLICT,
     CONTRADICTION,
     CORRECTNESS,
     DECIDE,
     GROUNDED,
+    HIGH,
     JUDGMENTS,
+    LOW,
     RELEVANCE,
     SUFFICIENCY,
     Decide,
@@ -63,6 +68,14 @@ class Fitted:
     refined: tuple[str, ...]
 
 
+def answers_of(s: Sample, j: int) -> list[float]:
+    """The answers of judgment ``j`` in ``s``: a row's one (if asked), a trace's per step."""
+    if s.trace is None:
+        p = s.signals[j]
+        return [] if p is None else [p]
+    return [s.trace.values[i] for i in s.trace.at[j]]
+
+
 def thin(values: Sequence[float], limit: int = MAX_CANDIDATES) -> list[float]:
     """The distinct values, or ``limit`` quantiles of them (by occurrence) when there are more."""
     ordered = sorted(values)
@@ -86,7 +99,10 @@ def count(
     auto = errors = 0
     pairs = in_order(thresholds)
     for s in samples:
-        diagnosis = decide(statuses_in_order(s.signals, pairs))
+        if s.trace is None:
+            diagnosis = decide(statuses_in_order(s.signals, pairs))
+        else:
+            diagnosis = s.trace.rule(decide)(statuses_of(s, pairs))
         if diagnosis != "JUDGE_UNCERTAIN":
             auto += 1
             errors += diagnosis != s.expected
@@ -131,6 +147,26 @@ def pass_segments(sig: Signals, fail: float) -> list[tuple[float, Diagnosis]]:
     return out
 
 
+def trace_segments(s: Sample, fail: float) -> list[tuple[float, Diagnosis]]:
+    """:func:`pass_segments` of a multi-step trace: an answer above ``fail`` is high while
+    P <= the answer and in the band beyond, so its showcase diagnosis changes only there."""
+    assert s.trace is not None
+    rule, order, ordered = s.trace.rule(decide), s.trace.order, s.trace.ascending
+    st = [LOW if p <= fail else HIGH for p in s.trace.values]
+    k = bisect_right(ordered, fail)
+    out: list[tuple[float, Diagnosis]] = []
+    for upper in [*sorted(set(ordered[k:])), _INF]:
+        while k < len(order) and ordered[k] < upper:  # fail < p < P: in the band
+            st[order[k]] = BAND
+            k += 1
+        diagnosis = rule(st)
+        if out and out[-1][1] == diagnosis:
+            out[-1] = (upper, diagnosis)  # the same diagnosis on both sides: one segment
+        else:
+            out.append((upper, diagnosis))
+    return out
+
+
 def _at_most(p: float | None, fail: float) -> bool:
     return p is not None and p <= fail
 
@@ -144,7 +180,8 @@ def counts_over_pass(
     wrong = [0] * (size + 1)
     for s in samples:
         lower = fail
-        for upper, diagnosis in pass_segments(s.signals, fail):
+        segments = pass_segments(s.signals, fail) if s.trace is None else trace_segments(s, fail)
+        for upper, diagnosis in segments:
             i = bisect_right(passes, lower)  # candidates with lower < P <= upper
             j = bisect_right(passes, upper)
             if diagnosis != "JUDGE_UNCERTAIN" and i < j:
@@ -236,12 +273,10 @@ def fit(
     names = tuple(
         name
         for j, name in enumerate(JUDGMENTS)
-        if sum(s.signals[j] is not None for s in samples) >= MIN_ROWS_PER_JUDGMENT
+        if sum(bool(answers_of(s, j)) for s in samples) >= MIN_ROWS_PER_JUDGMENT
     )
     per_name = {
-        n: candidates(
-            [p for s in samples if (p := s.signals[JUDGMENTS.index(n)]) is not None], grid
-        )
+        n: candidates([p for s in samples for p in answers_of(s, JUDGMENTS.index(n))], grid)
         for n in names
     }
     starts = [(0.0, 1.0)]

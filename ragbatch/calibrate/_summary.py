@@ -88,7 +88,8 @@ def summary(policy: PolicyFile, out: str, table: Sequence[str]) -> str:
         f"decides automatically is at most {g.target_risk:.1%}"
         + (" (and per listed diagnosis at most its own target)" if _own(policy) else "")
         + f"; assumes {g.assumption} ({g.method})",
-        f"  estimates on the {g.certified_on:,} labelled rows tested: coverage "
+        f"  estimates on the {g.certified_on:,} labelled rows tested{_of_them(policy)}: "
+        "coverage "
         f"{g.estimated_coverage:.1%} (at least {g.coverage_lower_bound:.1%} at "
         f"{g.confidence:.0%}), risk {g.estimated_risk:.2%} ({g.errors} wrong of "
         f"{g.auto_rows}); {g.candidates_tested} candidates tested",
@@ -117,6 +118,16 @@ def summary(policy: PolicyFile, out: str, table: Sequence[str]) -> str:
         f"risk {held.risk:.2%}" + (f"; {held.note}" if held.note else "")
     )
     return "\n".join([*lines, *table])
+
+
+def _of_them(policy: PolicyFile) -> str:
+    on, traces = policy.fitted_on, policy.fitted_on.labelled_traces
+    if not traces:
+        return ""
+    g = policy.guarantee
+    if g is not None and g.certified_on == on.labelled_rows:
+        return f" ({traces:,} of them multi-step traces)"
+    return f" (of the {on.labelled_rows:,} labelled, {traces:,} are multi-step traces)"
 
 
 def _own(policy: PolicyFile) -> bool:

@@ -180,7 +180,9 @@ def calibrate_command(
     Ladders of thresholds fixed in advance are tested in order on every labelled row
     (fixed-sequence testing); the policy guarantees that the diagnosis error among
     automatic rows is at most --target-risk with --confidence, for rows drawn i.i.d. like
-    these. Refuses when the data cannot support the target, saying what they can support.
+    these. A multi-step trace with its own label counts as one row, re-diagnosed by the
+    trace policy from its steps' answers. Refuses when the data cannot support the target,
+    saying what they can support.
     """
     try:
         check_output_paths(("--out", out))

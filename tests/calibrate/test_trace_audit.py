@@ -1,7 +1,7 @@
 """Human audit of multi-step traces (docs/semantics.md §8a): a trace's sample line carries its
 steps with their content and the judge's verdicts but no label, people label the trace's
-diagnosis and first failing step, and agreement counts both; calibration refuses a labelled
-trace and says why."""
+diagnosis and first failing step, and agreement counts both (calibration on traces:
+test_trace_calibrate.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 from typer.testing import CliRunner
 
 from ragbatch.calibrate._audit import agreement, audit_sample
-from ragbatch.calibrate._fit import calibrate_report
 from ragbatch.calibrate._trace_audit import trace_texts
 from ragbatch.cli._app import app
 from ragbatch.core import ConfigError, Trace
@@ -122,15 +121,6 @@ def test_a_first_failing_step_on_a_row_is_refused() -> None:
         ConfigError, match=f"label {row_id}: human.firstFailingStep is for multi-step traces"
     ):
         agreement(golden, [label(row_id, "PASS", 1)])
-
-
-def test_calibrate_refuses_a_labelled_trace_and_says_why() -> None:
-    with pytest.raises(ConfigError) as error:
-        calibrate_report(report(), 0.1, 0.9)
-    assert str(error.value).startswith(
-        "row two-hops-fine: a multi-step trace cannot be calibrated yet: the search "
-        "re-diagnoses a row from one set of judgments"
-    )
 
 
 def test_the_audit_sample_command_reads_a_dataset_of_traces(tmp_path: Path) -> None:
