@@ -102,10 +102,11 @@ def trace_fields(judged: TraceJudged) -> dict[str, object]:
     every step with its kind, turn, judgments and verdict (docs/semantics.md §8)."""
     trace, verdict = judged.trace, judged.verdict
     by_step = {s.step: s for s in verdict.steps} if verdict is not None else {}
-    turn_of: dict[int, int] = {}
-    for turn in turns_of(trace):
-        end = turn.answers[-1]
-        turn_of |= dict.fromkeys(range(turn.user, end + 1), turn.index)
+    turns = turns_of(trace)
+    turn_of: dict[int, int] = {}  # a turn runs from its user step to the next one's
+    for turn, following in zip(turns, [*turns[1:], None], strict=True):
+        end = following.user if following is not None else len(trace.steps)
+        turn_of |= dict.fromkeys(range(turn.user, end), turn.index)
     steps = []
     for index, step in enumerate(trace.steps):
         judgments = judged.judgments.get(index)
@@ -115,7 +116,7 @@ def trace_fields(judged: TraceJudged) -> dict[str, object]:
             StepResult(
                 index=index,
                 kind=step.kind,
-                turn=turn_of.get(index, max(turn_of.values())),
+                turn=turn_of[index],
                 span=step.span,
                 decision_id=judged.decisions.get(index),
                 retrieval=judgments.retrieval
@@ -136,7 +137,7 @@ def trace_fields(judged: TraceJudged) -> dict[str, object]:
         "first_failing_step": verdict.first_failing_step if verdict else None,
         "first_failing_step_match": first_failing_step_match(judged),
         "hops": sum(1 for s in trace.steps if s.kind == "retrieval"),
-        "turns": len(turns_of(trace)),
+        "turns": len(turns),
         "wasted_hops": verdict.wasted_hops if verdict else None,
         "steps": steps,
     }

@@ -94,3 +94,22 @@ def test_rows_and_traces_in_one_file_keep_row_reports_unchanged(tmp_path: Path) 
     mixed_results = orjson.loads(both.read_bytes())["rows"]
     assert mixed_results[: len(row_results)] == row_results
     assert all("steps" not in r for r in row_results)
+
+
+def test_a_step_after_a_turns_answer_belongs_to_that_turn(tmp_path: Path) -> None:
+    # an agent may call a tool after answering (a ticket logged): still the same turn
+    line = orjson.loads(TRACES.read_bytes().splitlines()[3])  # three turns
+    line["steps"].insert(3, {"kind": "tool", "name": "log_ticket", "input": {"topic": "returns"}})
+    dataset = tmp_path / "after.jsonl"
+    dataset.write_bytes(orjson.dumps(line) + b"\n")
+    out = tmp_path / "report.json"
+    assert run(str(dataset), "--out", str(out))[0] == 0
+    steps = orjson.loads(out.read_bytes())["rows"][0]["steps"]
+    assert [(s["kind"], s["turn"]) for s in steps[:5]] == [
+        ("user", 0),
+        ("retrieval", 0),
+        ("answer", 0),
+        ("tool", 0),
+        ("user", 1),
+    ]
+    assert steps[-1]["turn"] == 2
