@@ -1,5 +1,5 @@
 """Reading rows and failures from the importers, and writing input files, for
-tests/data/test_importers.py, test_mapped_csv.py and test_golden_yaml.py.
+tests/data/test_importers.py, test_mapped_csv.py, test_golden_yaml.py and test_sources.py.
 """
 
 from __future__ import annotations

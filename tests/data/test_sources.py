@@ -8,29 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from ragbatch.core._errors import ConfigError, DatasetError
+from ragbatch.core._errors import ConfigError
 from ragbatch.core._schema import Golden, Row, Spans
-from ragbatch.data._formats import RowSource, open_dataset
+from ragbatch.data._formats import open_dataset
 from ragbatch.data._ragas import RagasReader
+from tests.data.importing import failure, read
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "datasets/samples"
-
-
-def read(reader: RowSource) -> list[Row]:
-    """Every row, checked to survive the JSONL round trip the job relies on."""
-    rows = list(reader)
-    for row in rows:
-        dumped = row.model_dump_json(by_alias=True, exclude_none=True)
-        assert Row.model_validate_json(dumped) == row
-    assert reader.rows == len(rows)
-    return rows
-
-
-def failure(reader: RowSource) -> str:
-    with pytest.raises(DatasetError) as info:
-        list(reader)
-    return str(info.value)
 
 
 def write(path: Path, text: str) -> Path:
