@@ -192,9 +192,9 @@ def make_span(
     )
 
 
-def otlp_spans(request: dict[str, Any], line: int) -> list[Span]:
-    """The spans of one OTLP export request, each trace's spans together (first seen first)."""
-    spans: list[Span] = []
+def otlp_span_objects(request: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
+    """Every span object of one OTLP export request, in file order, with where it stands
+    (``resourceSpans[i].scopeSpans[j].spans[k]: ``); a CellError for a bad shape."""
     resource_spans = request.get("resourceSpans")
     if not isinstance(resource_spans, list):
         raise CellError(f"resourceSpans: expected an array, got {kind(resource_spans)}")
@@ -211,11 +211,18 @@ def otlp_spans(request: dict[str, Any], line: int) -> list[Span]:
                 where = f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]: "
                 if not isinstance(span, dict):
                     raise CellError(f"{where}expected an object, got {kind(span)}")
-                attrs = attributes(span.get("attributes"))
-                spans.append(make_span(span.get("traceId"), span.get("spanId"),
-                                       span.get("parentSpanId"), None, attrs, line, where,
-                                       name=span.get("name"),
-                                       start=span.get("startTimeUnixNano")))  # fmt: skip
+                yield span, where
+
+
+def otlp_spans(request: dict[str, Any], line: int) -> list[Span]:
+    """The spans of one OTLP export request, each trace's spans together (first seen first)."""
+    spans: list[Span] = []
+    for span, where in otlp_span_objects(request):
+        attrs = attributes(span.get("attributes"))
+        spans.append(make_span(span.get("traceId"), span.get("spanId"),
+                               span.get("parentSpanId"), None, attrs, line, where,
+                               name=span.get("name"),
+                               start=span.get("startTimeUnixNano")))  # fmt: skip
     order = {trace: n for n, trace in reversed(list(enumerate(s.trace_id for s in spans)))}
     return sorted(spans, key=lambda s: order[s.trace_id])
 

@@ -38,7 +38,7 @@ from ragbatch.data._langfuse import (
     text,
     trace_of,
 )
-from ragbatch.data._openinference import attributes, hex_id
+from ragbatch.data._openinference import attributes, hex_id, otlp_span_objects
 from ragbatch.data._records import CellError, kind
 from ragbatch.data._steps import step_options
 from ragbatch.data._trace_spans import SpanTraceReader
@@ -98,23 +98,8 @@ def otlp_span(span: dict[str, Any], line: int, where: str) -> tuple[Span, str | 
 
 def otlp_spans(request: dict[str, Any], line: int) -> Iterator[tuple[Span, str | None, str | None]]:
     """Every span of one OTLP request, in file order."""
-    resources = request.get("resourceSpans")
-    if not isinstance(resources, list):
-        raise CellError(f"resourceSpans: expected an array, got {kind(resources)}")
-    for i, resource in enumerate(resources):
-        scopes = resource.get("scopeSpans") if isinstance(resource, dict) else None
-        if not isinstance(scopes, list):
-            raise CellError(f"resourceSpans[{i}].scopeSpans: expected an array, got {kind(scopes)}")
-        for j, scope in enumerate(scopes):
-            spans = scope.get("spans") if isinstance(scope, dict) else None
-            if not isinstance(spans, list):
-                where = f"resourceSpans[{i}].scopeSpans[{j}].spans"
-                raise CellError(f"{where}: expected an array, got {kind(spans)}")
-            for k, span in enumerate(spans):
-                where = f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]: "
-                if not isinstance(span, dict):
-                    raise CellError(f"{where}expected an object, got {kind(span)}")
-                yield otlp_span(span, line, where)
+    for span, where in otlp_span_objects(request):
+        yield otlp_span(span, line, where)
 
 
 class LangfuseTraceReader(LangfuseReader, SpanTraceReader):
