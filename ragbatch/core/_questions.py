@@ -182,21 +182,29 @@ def mock_answer(row: Row, question_id: str) -> dict[str, object] | None:
     return None if p is None else {"type": "noul", "noul": p}
 
 
+def named_answers(
+    sufficiency: float | None, conflict: float | None, g: GenerationJudgments
+) -> dict[str, float | None]:
+    """P(true) by question id of the named (non-chunk) questions, from judgments in the
+    normalized shape: what :func:`read_judgments` reads, the other way round."""
+    return {
+        "contextSufficiency": sufficiency,
+        "contextConflict": conflict,
+        "answerRelevance": g.relevance,
+        "groundedness": g.groundedness,
+        "contradiction": g.contradiction,
+        "correctness": g.correctness,
+        "abstention": g.abstention,
+    }
+
+
 def mock_probability(mock: Judgments, row: Row, question_id: str) -> float | None:
     """The mock block's P(true) for one noul question id."""
     if question_id.startswith(CHUNK_PREFIX):
         context = row.contexts[int(question_id[len(CHUNK_PREFIX) :])]
         return mock.retrieval.chunk_relevance.get(context.id)
-    table: dict[str, float | None] = {
-        "contextSufficiency": mock.retrieval.sufficiency,
-        "contextConflict": mock.retrieval.conflict,
-        "answerRelevance": mock.generation.relevance,
-        "groundedness": mock.generation.groundedness,
-        "contradiction": mock.generation.contradiction,
-        "correctness": mock.generation.correctness,
-        "abstention": mock.generation.abstention,
-    }
-    return table[question_id]
+    r = mock.retrieval
+    return named_answers(r.sufficiency, r.conflict, mock.generation)[question_id]
 
 
 def _state_tokens(request: JevRequest) -> int:

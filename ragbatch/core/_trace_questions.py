@@ -22,6 +22,7 @@ from ragbatch.core._questions import (
     Decision,
     Variant,
     _noul,
+    named_answers,
 )
 from ragbatch.core._schema import GenerationJudgments
 from ragbatch.core._trace import (
@@ -241,12 +242,4 @@ def step_mock_probability(trace: Trace, step: int, question_id: str) -> float | 
                 # query asked what the question asks
                 chunk = r.chunk_relevance.get(context)
                 return r.query_relevance.get(context, chunk) if prefix == QUERY_PREFIX else chunk
-    values: dict[str, float | None] = {
-        "contextSufficiency": r.sufficiency,
-        "contextConflict": r.conflict,
-        "answerRelevance": g.relevance,
-        "groundedness": g.groundedness,
-        "contradiction": g.contradiction,
-        "correctness": g.correctness,
-    }
-    return values.get(question_id)
+    return named_answers(r.sufficiency, r.conflict, g).get(question_id)

@@ -28,6 +28,7 @@ from ragbatch.core import (
     Thresholds,
     Trace,
     is_probed,
+    named_answers,
     probe_readings,
     probe_request,
 )
@@ -50,14 +51,8 @@ def judgment_answers(row: Row, judgments: Judgments) -> dict[str, float]:
         for i, c in enumerate(row.contexts)
         if c.id in r.chunk_relevance
     }
-    named = {
-        "contextSufficiency": r.sufficiency,
-        "contextConflict": r.conflict,
-        "answerRelevance": g.relevance,
-        "groundedness": g.groundedness,
-        "contradiction": g.contradiction,
-        "correctness": g.correctness,
-    }
+    named = named_answers(r.sufficiency, r.conflict, g)
+    named.pop("abstention")  # not a judgment the audit probes
     answers.update({qid: p for qid, p in named.items() if p is not None})
     return answers
 
