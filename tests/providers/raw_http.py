@@ -5,9 +5,13 @@ tests/providers/test_http_*.py files (their fixtures, serve and each_wire: conft
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +130,20 @@ def answer(data: bytes) -> Handler:
         return True
 
     return handler
+
+
+def tls_context(folder: Path) -> tuple[Path, ssl.SSLContext]:
+    """A self-signed certificate for 127.0.0.1 written into ``folder`` (the CA bundle that
+    trusts it) and a server context holding it; the test is skipped without openssl."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return cert, context

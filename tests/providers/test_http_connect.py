@@ -4,10 +4,8 @@ addresses, IPv6 literals, and which wire an origin gets (raw-socket servers on l
 
 from __future__ import annotations
 
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +18,17 @@ from ragbatch.providers._http_aiohttp import AiohttpWire
 from ragbatch.providers._http_client import Policy
 from ragbatch.providers._http_conn import ConnWire
 from ragbatch.providers._http_wire import canonical_url, open_wire, proxy_for
-from tests.providers.raw_http import KEY, Handler, RawServer, answer, client, failure, post, reply
+from tests.providers.raw_http import (
+    KEY,
+    Handler,
+    RawServer,
+    answer,
+    client,
+    failure,
+    post,
+    reply,
+    tls_context,
+)
 
 
 @pytest.mark.anyio
@@ -57,17 +65,7 @@ def test_legacy_ipv4_spellings_are_written_the_usual_way() -> None:
 def tls_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A TLS loopback server with a self-signed certificate for 127.0.0.1; its URL and the
     certificate (the CA bundle that trusts it)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
+    cert, context = tls_context(tmp_path)
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
 

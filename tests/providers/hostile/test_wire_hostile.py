@@ -5,10 +5,8 @@ stray reply waiting in the socket. Proxies and the key's spellings: test_wire_pr
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +30,7 @@ from tests.providers.hostile.hostile_http import (
     failure,
     reply,
 )
+from tests.providers.raw_http import tls_context
 
 # --- 1. what never ends is counted as it arrives ----------------------------------------------
 
@@ -138,17 +137,7 @@ async def test_a_dropped_connection_is_still_retried(
 def tls_server(tmp_path: Path) -> Iterator[tuple[str, Path, list[int]]]:
     """A TLS server on 127.0.0.1 with a self-signed certificate: its URL, the certificate,
     and a list that grows by one at each handshake attempted."""
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-         "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
+    cert, context = tls_context(tmp_path)
     listener = socket.create_server(("127.0.0.1", 0))
     handshakes: list[int] = []
 
