@@ -9,9 +9,19 @@ left are recorded as failed with kind ``budget-exhausted`` (not evaluated), the 
 finish, and the report says it is incomplete. A run whose model the snapshot does not price is
 refused before its first call (``run._preflight.check_max_cost``). Cache hits cost nothing and
 are answered before this layer, so rerunning with a larger budget resumes where the run stopped.
+
+``ragbatch watch`` adds a rolling cap (``--max-cost-per-hour``): an attempt is refused, with
+kind ``hourly-budget``, when the money spent in the last hour (settled attempts, by when they
+settled) plus what is reserved and its own reservation would pass it. Such a row is not a
+failure of the trace: the watcher keeps the trace in flight and judges it once the spending
+of an hour ago has aged out.
 """
 
 from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
 
 from ragbatch.core import (
     BUDGET_KIND,
@@ -30,19 +40,65 @@ from ragbatch.core import (
 )
 
 MARGIN = 1.5  # the estimator is within a few percent of the loopback server; real Jev may differ
+HOURLY_KIND = "hourly-budget"  # refused by --max-cost-per-hour: judged later, not failed
+HOUR_S = 3600.0
 
 
 class SpendLimit:
-    """Money reserved and spent so far against a maximum, in the snapshot's currency."""
+    """Money reserved and spent so far against a maximum, in the snapshot's currency, and
+    optionally against a rolling hourly maximum (``per_hour``; ``clock`` in seconds)."""
 
-    def __init__(self, max_usd: float, pricing: PricingSnapshot, margin: float = MARGIN) -> None:
+    def __init__(
+        self,
+        max_usd: float | None,
+        pricing: PricingSnapshot,
+        margin: float = MARGIN,
+        *,
+        per_hour: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.max_usd = max_usd
         self.pricing = pricing
         self.margin = margin
+        self.per_hour = per_hour
+        self.clock = clock
         self.spent = 0.0
         self.reserved = 0.0
         self.exhausted = False
         self.peak_commitment = 0.0
+        self.hour: deque[tuple[float, float]] = deque()  # (when settled, amount), the last hour
+
+    def spent_last_hour(self) -> float:
+        """Money settled in the last hour (what ``per_hour`` is checked against)."""
+        horizon = self.clock() - HOUR_S
+        while self.hour and self.hour[0][0] <= horizon:
+            self.hour.popleft()
+        return sum(amount for _, amount in self.hour)
+
+    def record(self, when: float, amount: float) -> None:
+        """Count ``amount`` as settled at ``when`` (a restarted watcher's last hour)."""
+        self.hour.append((when, amount))
+
+    def refusal(self, amount: float) -> ProviderError | None:
+        """Reserve ``amount``, or the error that refuses the attempt (nothing reserved)."""
+        if self.per_hour is not None and not self.exhausted:
+            hourly = self.spent_last_hour()
+            if hourly + self.reserved + amount > self.per_hour:
+                return ProviderError(
+                    f"not evaluated yet: --max-cost-per-hour {self.per_hour} "
+                    f"{self.pricing.currency} would be exceeded (spent {hourly:.6f} in the "
+                    "last hour)",
+                    kind=HOURLY_KIND,
+                )
+        if self.max_usd is not None and not self.reserve(amount):
+            return ProviderError(
+                f"not evaluated: --max-cost {self.max_usd} {self.pricing.currency} "
+                f"would be exceeded (spent {self.spent:.6f})",
+                kind=BUDGET_KIND,
+            )
+        if self.max_usd is None:
+            self.reserved += amount
+        return None
 
     def cost(self, model: str, tokens_in: int, tokens_out: int) -> float:
         price = self.pricing.price_for(model)
@@ -53,7 +109,8 @@ class SpendLimit:
         ) / PER_MILLION
 
     def reserve(self, amount: float) -> bool:
-        if self.exhausted or self.spent + self.reserved + amount > self.max_usd:
+        limit = float("inf") if self.max_usd is None else self.max_usd
+        if self.exhausted or self.spent + self.reserved + amount > limit:
             self.exhausted = True
             return False
         self.reserved += amount
@@ -63,6 +120,8 @@ class SpendLimit:
     def settle(self, reserved: float, actual: float) -> None:
         self.reserved -= reserved
         self.spent += actual
+        if self.per_hour is not None and actual > 0:
+            self.hour.append((self.clock(), actual))
 
 
 def is_unbilled(error: BaseException | None) -> bool:
@@ -102,12 +161,9 @@ class BudgetedProvider:
         estimate = estimate_input_tokens(call.request)
         outputs = 2 * len(call.request.questions)
         amount = self.limit.cost(self.model, estimate, outputs) * self.limit.margin
-        if not self.limit.reserve(amount):
-            raise ProviderError(
-                f"not evaluated: --max-cost {self.limit.max_usd} {self.limit.pricing.currency} "
-                f"would be exceeded (spent {self.limit.spent:.6f})",
-                kind=BUDGET_KIND,
-            )
+        refused = self.limit.refusal(amount)
+        if refused is not None:
+            raise refused
         return amount
 
     def end(self, reserved: float, reply: Reply | None, error: BaseException | None) -> None:

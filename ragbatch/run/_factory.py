@@ -68,7 +68,12 @@ def make_provider(checked: Checked, stack: ExitStack) -> tuple[Provider, CachedP
     """The provider for the run: behind the --max-cost limit, and behind the reply cache
     for live Jev."""
     o, max_cost = checked.options, checked.options.limits.max_cost
-    cost_limit = SpendLimit(max_cost, checked.pricing) if max_cost is not None else None
+    per_hour = o.limits.max_cost_per_hour
+    cost_limit = (
+        SpendLimit(max_cost, checked.pricing, per_hour=per_hour)
+        if max_cost is not None or per_hour is not None
+        else None
+    )
     if o.jev.provider == "mock":
         provider: Provider = MockProvider(o.jev.model) if o.jev.model else MockProvider()
         return (BudgetedProvider(provider, cost_limit) if cost_limit else provider), None

@@ -228,6 +228,8 @@ class RunLimits:
         "incomplete report, exit 5; rerun with more to resume from the cache.",
         min=0.0,
     )
+    # ``ragbatch watch --max-cost-per-hour``: a rolling cap (run/_budget.py); a run has none
+    max_cost_per_hour: float | None = option(None, "", cli=False)
 
 
 @dataclass(frozen=True)

@@ -219,11 +219,16 @@ def check_max_cost(o: RunOptions, pricing: PricingSnapshot) -> None:
     """Refuse ``--max-cost`` when the snapshot cannot price the model (the limit could not be
     enforced: every call would count as free)."""
     model = run_model(o)
-    if o.limits.max_cost is not None and pricing.price_for(model) is None:
+    limits = [
+        ("--max-cost", o.limits.max_cost),
+        ("--max-cost-per-hour", o.limits.max_cost_per_hour),
+    ]
+    flag = next((flag for flag, value in limits if value is not None), None)
+    if flag is not None and pricing.price_for(model) is None:
         raise PricingError(
-            f"--max-cost needs a price for model {model!r}, but the pricing snapshot "
+            f"{flag} needs a price for model {model!r}, but the pricing snapshot "
             f"{o.policy.pricing} (version {pricing.version}) does not price it: add the model to "
-            "the snapshot (or pass --pricing FILE), or run without --max-cost"
+            f"the snapshot (or pass --pricing FILE), or run without {flag}"
         )
 
 
