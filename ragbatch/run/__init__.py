@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ragbatch._lazy import lazy_exports
+from ragbatch.run._budget import HOURLY_KIND
 
 # The front door: what other packages use (the modules behind it are private).
 from ragbatch.run._config import DEFAULT_CACHE, DEFAULT_DATASET, DEFAULT_PRICING, PRICING_NAME
@@ -29,6 +30,7 @@ from ragbatch.run._dispatch import run
 from ragbatch.run._factory import estimate_options
 from ragbatch.run._items import ItemCounts, open_source_items, open_source_rows
 from ragbatch.run._job import run_job, run_options_async
+from ragbatch.run._judge import Judge, open_judge
 from ragbatch.run._options import (
     ENVIRONMENT,
     GROUPS,
@@ -52,17 +54,20 @@ __all__ = [
     "DEFAULT_PRICING",
     "ENVIRONMENT",
     "GROUPS",
+    "HOURLY_KIND",
     "OPTION_NAMES",
     "PATH_OPTIONS",
     "PRICING_NAME",
     "InputOptions",
     "ItemCounts",
+    "Judge",
     "RunCanceller",
     "RunOptions",
     "cli_fields",
     "estimate_options",
     "local_cluster",
     "merge_partials",
+    "open_judge",
     "open_source_items",
     "open_source_rows",
     "probe_report",
