@@ -9,7 +9,10 @@ lines (camelCase JSON as written); a row names its trace by ``traceId`` and its 
   ``span_id``, ``name``, ``annotator_kind``, ``label``, ``score``, ``explanation``, ``metadata``
   -- the columns of the client's ``log_span_annotations_dataframe`` -- and the same label,
   score and explanation under ``result``, where the REST endpoint ``POST
-  /v1/span_annotations`` (``{"data": [...]}``) reads them (it ignores the flat ones).
+  /v1/span_annotations`` (``{"data": [...]}``) reads them (it ignores the flat ones), and an
+  ``identifier`` (``ragbatch-decision-<decision version>``): Phoenix keeps one annotation per
+  (name, span, identifier), so uploading the same records again replaces them instead of
+  adding copies, and a new decision version's verdicts stand beside the old ones.
 - ``langfuse``: two scores per row on the trace (and its root observation when known):
   ``<name>.diagnosis`` (``CATEGORICAL``, the label) and ``<name>.pass`` (``BOOLEAN``, 1 for
   PASS) with ``id``, ``traceId``, ``observationId``, ``name``, ``value``, ``dataType``,
@@ -129,6 +132,12 @@ def metadata_of(row: Mapping[str, Any], judge: str) -> dict[str, Any]:
     return {key: value for key, value in meta.items() if value is not None}
 
 
+def identifier_of(row: Mapping[str, Any]) -> str:
+    """A Phoenix annotation's identifier: stable per decision version (the span and the
+    evaluator's name are the rest of Phoenix's key)."""
+    return f"ragbatch-decision-{row.get('decisionVersion') or REPORT_VERSION}"
+
+
 def phoenix_annotation(row: Mapping[str, Any], name: str) -> dict[str, Any] | str:
     """The row's span annotation, or why it has none."""
     spans = row.get("spans") or {}
@@ -151,6 +160,7 @@ def phoenix_annotation(row: Mapping[str, Any], name: str) -> dict[str, Any] | st
         **result,
         "result": result,
         "metadata": {**metadata_of(row, judge), "confidence": confidence},
+        "identifier": identifier_of(row),
     }
 
 
@@ -183,12 +193,13 @@ def langfuse_scores(row: Mapping[str, Any], name: str) -> list[dict[str, Any]] |
 
 
 def annotation(
-    span_id: str, name: str, label: str, explanation: str, metadata: dict[str, Any]
-) -> dict[str, Any]:
+    span_id: str, name: str, label: str, explanation: str, metadata: dict[str, Any],
+    identifier: str,
+) -> dict[str, Any]:  # fmt: skip
     """One span annotation: the dataframe helper's columns, and ``result`` for REST."""
     result = {"label": label, "score": 1.0 if label == PASS else 0.0, "explanation": explanation}
     return {"span_id": span_id, "name": name, "annotator_kind": "LLM", **result,
-            "result": result, "metadata": metadata}  # fmt: skip
+            "result": result, "metadata": metadata, "identifier": identifier}  # fmt: skip
 
 
 def score(key: str, subject: dict[str, Any], name: str, value: Any, data_type: str,
@@ -210,12 +221,13 @@ def phoenix_trace(row: Mapping[str, Any], name: str) -> list[dict[str, Any]] | s
     label, confidence, judge = verdict
     said = f"{explanation_of(row, label, confidence, judge)}; {trace_note(row)}"
     meta = {**metadata_of(row, judge), **trace_metadata(row), "confidence": confidence}
-    records = [annotation(span_id, name, label, said, meta)]
+    key = identifier_of(row)
+    records = [annotation(span_id, name, label, said, meta, key)]
     step = annotated_step(row)
     if step is not None:
         said = step_explanation(row, step, shown) + ("" if step.get("span") else f" ({NO_SPAN})")
         records.append(annotation(step.get("span") or span_id, f"{name}.step",
-                                  step["diagnosis"], said, step_metadata(row, step)))  # fmt: skip
+                                  step["diagnosis"], said, step_metadata(row, step), key))  # fmt: skip
     return records
 
 

@@ -96,7 +96,11 @@ def test_phoenix_span_annotations_field_by_field(report: Path, tmp_path: Path) -
             "generation": one["generation"],
             "confidence": one["cascade"]["confidence"],
         },
+        # Phoenix keeps one annotation per (name, span, identifier): an upload sent again
+        # replaces itself
+        "identifier": f"ragbatch-decision-{one['decisionVersion']}",
     }
+    assert one["decisionVersion"] == "1.0.0"
     assert first["label"] == "PASS" and first["score"] == 1.0
     assert second["span_id"] == "span-2l"  # no root span: the LLM span
     assert second["label"] == two["diagnosis"] == two["cascade"]["diagnosis"]
