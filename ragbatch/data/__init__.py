@@ -33,6 +33,7 @@ from ragbatch.data._labels import read_labels
 if TYPE_CHECKING:
     from ragbatch.data._counterfactual import write_counterfactuals
     from ragbatch.data._native import native_line, parse_item, trace_line
+    from ragbatch.data._phoenix_rest import TraceUnreadable, trace_item
     from ragbatch.data._records import drop_nulls
 
 __getattr__ = lazy_exports(
@@ -40,6 +41,7 @@ __getattr__ = lazy_exports(
     {
         "_counterfactual": ("write_counterfactuals",),
         "_native": ("native_line", "parse_item", "trace_line"),
+        "_phoenix_rest": ("TraceUnreadable", "trace_item"),
         "_records": ("drop_nulls",),
     },
 )
@@ -51,6 +53,7 @@ __all__ = [
     "JsonlReader",
     "RowSource",
     "SeenIds",
+    "TraceUnreadable",
     "describe",
     "drop_nulls",
     "foreign_shape",
@@ -60,6 +63,7 @@ __all__ = [
     "parse_item",
     "read_labels",
     "scan_lines",
+    "trace_item",
     "trace_line",
     "write_counterfactuals",
 ]
