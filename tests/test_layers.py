@@ -232,6 +232,7 @@ RANKS = {
     "calibrate": 4,
     "run": 5,
     "_api": 6,
+    "watch": 6,  # ragbatch watch: judges with run's judge, below the CLI
     "distributed": 6,
     "cli": 7,
     "testing": 7,

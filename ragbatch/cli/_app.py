@@ -28,6 +28,7 @@ from ragbatch.cli._tools import (
     estimate_command,
     merge_command,
 )
+from ragbatch.cli._watch import watch_command
 from ragbatch.core import RagbatchError
 from ragbatch.report import report_schema
 
@@ -64,5 +65,6 @@ for name, command in (
     ("probe", probe_command),
     ("diff", diff_command),
     ("export", export_command),
+    ("watch", watch_command),
 ):
     app.command(name)(command)

@@ -21,7 +21,7 @@ from ragbatch._lazy import lazy_exports
 
 # The front door: what other packages use (the modules behind it are private). The judges a
 # run with ``--baseline recorded`` never builds are imported on first use: start-up.
-from ragbatch.providers._apikey import check_base_url, clean_key
+from ragbatch.providers._apikey import Redactor, check_base_url, clean_key
 from ragbatch.providers._baseline import RecordedBaseline
 from ragbatch.providers._http_types import DEFAULT_MAX_RESPONSE_BYTES
 from ragbatch.providers._jev import (
@@ -69,6 +69,7 @@ __all__ = [
     "OfflineJev",
     "RateLimiter",
     "RecordedBaseline",
+    "Redactor",
     "check_base_url",
     "clean_key",
 ]

@@ -25,9 +25,11 @@ from ragbatch.report._models import (
     DatasetInfo,
     Report,
     RowResult,
+    WatchWindow,
     report_bytes,
     report_json,
     report_schema,
+    row_json,
 )
 from ragbatch.report._rows_out import RowsWriter, merge_rows
 from ragbatch.report._text import run_text, summary_text
@@ -73,6 +75,7 @@ __all__ = [
     "RowView",
     "RowsWriter",
     "RunInfo",
+    "WatchWindow",
     "audit_warning",
     "export_rows",
     "merge_builders",
@@ -84,6 +87,7 @@ __all__ = [
     "report_schema",
     "report_view",
     "require_html_extra",
+    "row_json",
     "row_view",
     "run_text",
     "summarize",

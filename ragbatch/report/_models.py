@@ -303,8 +303,22 @@ class RowsOmitted(Out):
     reason: str
 
 
+class WatchWindow(Out):
+    """The traffic a rolling report of ``ragbatch watch`` covers: the traces that started in
+    [start, end) (UTC), and what became of them (docs/guides/continuous-evaluation.md)."""
+
+    source: str  # "phoenix URL project NAME"
+    start: str
+    end: str
+    traces: int  # seen in the window
+    judged: int  # the report's rows
+    sampled_out: int  # left out by --sample-rate
+    unreadable: int  # spans that make no row or trace (the watcher's log names them)
+
+
 class Report(Out):
     report_version: str
+    window: WatchWindow | None = None  # a rolling report of ragbatch watch
     incomplete: Incomplete | None = None
     dataset: DatasetInfo
     decisions: DecisionsInfo
