@@ -274,9 +274,10 @@ class Watcher:
             seqs = [seq for seq, _ in entries]
             try:
                 await self.client.annotate([record for _, record in entries])
-                self.state.stored(seqs)
+                self.state.stored(seqs, self.clock())
             except PhoenixRefused:
-                self.state.stored(seqs, await self._one_by_one(entries))
+                dropped = await self._one_by_one(entries)
+                self.state.stored(seqs, self.clock(), dropped)
             self.stored += len(entries)
 
     async def _one_by_one(self, entries: list[tuple[int, dict[str, Any]]]) -> int:
@@ -340,7 +341,13 @@ class Watcher:
         """Turns until a stop (or, with --once, until nothing idle is left): exit 0, 3 when
         Phoenix stayed unreachable under --once, 5 when --max-cost was reached."""
         while True:
+            judged, stored = self.judged, self.stored
             done = await self.turn(stop)
+            if self.judged != judged or self.stored != stored:
+                self.say(
+                    f"judged {self.judged - judged} traces, stored "
+                    f"{self.stored - stored} annotations; {self.state.in_flight()} in flight"
+                )
             if self.budget_spent:
                 self.say("error: --max-cost reached: stopped judging; rerun with more to go on")
                 return 5
@@ -353,3 +360,5 @@ class Watcher:
             if not self.more:
                 with anyio.move_on_after(self.delay):
                     await stop.wait()
+            if stop.is_set():
+                return 0

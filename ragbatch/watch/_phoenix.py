@@ -117,10 +117,13 @@ class PhoenixClient:
         try:
             parsed = orjson.loads(data) if data else None
         except orjson.JSONDecodeError:
-            raise PhoenixUnavailable(f"{where}: HTTP {status}, a body that is not JSON") from None
+            if status < 300:
+                raise PhoenixUnavailable(f"{where}: HTTP {status}, a body that is not JSON") from None
+            parsed = None
         if status >= 300:
             detail = parsed.get("detail") if isinstance(parsed, dict) else None
-            raise PhoenixRefused(status, self.redact(str(detail or data[:200].decode("replace"))))
+            text = str(detail or data[:200].decode(errors="replace")).strip()
+            raise PhoenixRefused(status, self.redact(text))
         return parsed
 
     async def page(

@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS traces (
     trace_id TEXT PRIMARY KEY, first_seq INTEGER NOT NULL, start REAL NOT NULL,
     activity REAL NOT NULL, state TEXT NOT NULL, window REAL NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0, retry_at REAL NOT NULL DEFAULT 0,
-    judged_at REAL, reason TEXT);
+    judged_at REAL, stored_at REAL, reason TEXT);
 CREATE INDEX IF NOT EXISTS traces_by_state ON traces (state, activity);
 CREATE INDEX IF NOT EXISTS traces_by_window ON traces (window, state);
 CREATE TABLE IF NOT EXISTS outbox (
@@ -238,12 +238,29 @@ class WatchState:
         ).fetchall()
         return [(int(seq), orjson.loads(record)) for seq, record in rows]
 
-    def stored(self, seqs: Sequence[int], dropped: int = 0) -> None:
-        """Phoenix stored (or refused for good: ``dropped`` of them) these outbox entries."""
+    def stored(self, seqs: Sequence[int], now: float, dropped: int = 0) -> None:
+        """Phoenix stored (or refused for good: ``dropped`` of them) these outbox entries; a
+        trace whose last entry this was is stored at ``now``."""
         with self._transaction():
+            traces = {
+                str(r[0])
+                for s in seqs
+                for r in self.db.execute("SELECT trace_id FROM outbox WHERE seq = ?", (s,))
+            }
             self.db.executemany("DELETE FROM outbox WHERE seq = ?", ((s,) for s in seqs))
+            self.db.executemany(
+                "UPDATE traces SET stored_at = ? WHERE trace_id = ? AND NOT EXISTS"
+                " (SELECT 1 FROM outbox WHERE outbox.trace_id = traces.trace_id)",
+                ((now, t) for t in traces),
+            )
             self._count("annotationsStored", len(seqs) - dropped)
             self._count("annotationsRefused", dropped)
+
+    def in_flight(self) -> int:
+        """Traces taken in and not yet judged."""
+        return int(
+            self.db.execute("SELECT count(*) FROM traces WHERE state = 'open'").fetchone()[0]
+        )
 
     def pending(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM outbox").fetchone()[0])

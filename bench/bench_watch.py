@@ -1,0 +1,310 @@
+"""``ragbatch watch`` against a real Phoenix: how long from a trace going idle to its verdict
+stored, and exactly once under ``kill -9`` and a Phoenix outage.
+
+Everything is real and on loopback: a Phoenix server (``phoenix serve``, a temporary working
+directory), an instrumented RAG application sending OpenInference traces over OTLP
+(:mod:`ragbatch.testing.otlp_app`), the loopback Jev server with a scripted latency, and
+``ragbatch watch`` as a separate process (``--provider jev``, the reply cache, the live client).
+
+**Latency** (the default): ``--traces`` at ``--rate`` a second; for every trace, from the
+moment it went idle (its last span's end + ``--idle-s``) to the moment Phoenix answered that
+it stored the trace's annotations (the watcher's state file records both, on this machine's
+clock). Printed: p50, p95 and max, against the bound ``--interval-s`` + the judge's latency +
+1 s, the judge's latency being the longest a trace's calls took (its row's ``latencyMs``:
+several calls for a multi-step trace).
+
+**Proof** (``--kills K --outage-s S``): the watcher is killed with SIGKILL at K random moments
+and started again at once, and Phoenix is stopped for S seconds between the two halves of the
+traffic. Then: every trace's root span holds exactly one ``ragbatch`` annotation and no span
+two of one name; the judge calls answered more than once are at most K x ``--concurrency``
+(the calls in flight at each kill); the watcher said Phoenix was back by itself; SIGTERM ends
+it with exit 0.
+
+Run: ``python -m bench.bench_watch --traces 500 --rate 50`` (latency, about 30 s after
+Phoenix's start) and ``python -m bench.bench_watch --traces 500 --rate 8.4 --kills 10
+--outage-s 30`` (proof: 500 traces over a minute, about 2 minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ragbatch.testing import JevServer
+from ragbatch.testing.otlp_app import RagApp, SentTrace
+from ragbatch.testing.phoenix import PhoenixServer
+
+KEY = "bench-key"
+
+
+def watch_argv(url: str, project: str, tmp: Path, *extra: str) -> list[str]:
+    """``ragbatch watch`` for ``project`` as a separate process, its files under ``tmp``."""
+    return [
+        sys.executable, "-m", "ragbatch", "watch", "--phoenix", url, "--project", project,
+        "--cache-dir", str(tmp / "cache"), "--report-dir", str(tmp / "reports"), *extra,
+    ]  # fmt: skip
+
+
+def live_argv(jev: JevServer, *, idle_s: float, interval_s: float, concurrency: int) -> list[str]:
+    return [
+        "--provider", "jev", "--base-url", jev.base_url, "--api-key", KEY, "--since",
+        "2000-01-01", "--idle-s", str(idle_s), "--interval-s", str(interval_s),
+        "--concurrency", str(concurrency), "--report-every", "1d",
+    ]  # fmt: skip
+
+
+def problems(phoenix: PhoenixServer, project: str, traces: list[SentTrace]) -> list[str]:
+    """What breaks "every trace's verdict stored exactly once" (empty: nothing)."""
+    found = phoenix.span_annotations(project, [s for t in traces for s in t.span_ids])
+    counts = Counter((a["span_id"], a["name"]) for a in found)
+    out = [f"{span} has {n} {name!r} annotations" for (span, name), n in counts.items() if n > 1]
+    missing = [t for t in traces if counts[(t.root_span_id, "ragbatch")] == 0]
+    if missing:
+        out.append(f"{len(missing)} traces have no verdict (first: {missing[0].trace_id})")
+    return out
+
+
+def wait_stored(
+    phoenix: PhoenixServer, project: str, traces: list[SentTrace], timeout_s: float
+) -> list[str]:
+    """Poll until every trace's verdict is stored (or the time is up); the problems left."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = problems(phoenix, project, traces)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)  # polling a remote store: nothing to wait on
+
+
+@dataclass
+class Watchers:
+    """The watcher process, started again after each kill; what all of them printed."""
+
+    argv: list[str]
+    log: Path
+    kills: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    logs: list[Path] = field(default_factory=list)
+
+    def start(self) -> None:
+        path = self.log.with_name(f"{self.log.stem}-{len(self.logs)}.log")
+        self.logs.append(path)
+        with path.open("wb") as out:
+            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.kills += 1
+        self.start()
+
+    def stop(self) -> int:
+        """SIGTERM; the exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(120)
+
+    def output(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in self.logs)
+
+
+def send_in_halves(
+    phoenix: PhoenixServer,
+    project: str,
+    seed: int,
+    traces: int,
+    rate: float,
+    outage_s: float,
+    sent: list[SentTrace],
+    said: Callable[[str], None],
+) -> None:
+    """The application: half the traffic, Phoenix stopped ``outage_s`` (the app holds its
+    traces meanwhile, as a buffering exporter would), the other half."""
+    with RagApp(phoenix.url, project, seed) as app:
+        sent.extend(app.send(traces // 2, rate))
+        app.flush()
+        if outage_s > 0:
+            phoenix.stop()
+            said(f"Phoenix stopped for {outage_s:g} s")
+            time.sleep(outage_s)  # the outage itself
+            phoenix.start()
+            said("Phoenix started again")
+        sent.extend(app.send(traces - traces // 2, rate))
+        app.flush()
+
+
+def prove(
+    phoenix: PhoenixServer,
+    project: str,
+    tmp: Path,
+    *,
+    traces: int,
+    rate: float,
+    kills: int,
+    outage_s: float,
+    seed: int = 0,
+    concurrency: int = 8,
+    idle_s: float = 1.0,
+    interval_s: float = 0.5,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Kills and an outage while traffic flows; what was found (``problems`` empty: exactly
+    once held)."""
+    rng = random.Random(seed)
+    with JevServer(api_key=KEY, latency_s=0.02) as jev:
+        argv = watch_argv(phoenix.url, project, tmp,
+                          *live_argv(jev, idle_s=idle_s, interval_s=interval_s,
+                                     concurrency=concurrency))  # fmt: skip
+        watchers = Watchers(argv, tmp / "watch.log")
+        sent: list[SentTrace] = []
+        app = threading.Thread(
+            target=send_in_halves,
+            args=(phoenix, project, seed, traces, rate, outage_s, sent, say),
+        )
+        span = traces / rate + outage_s
+        moments = sorted(rng.uniform(0.3, span) for _ in range(kills))
+        began = time.monotonic()
+        watchers.start()
+        app.start()
+        for moment in moments:
+            while time.monotonic() - began < moment:
+                time.sleep(0.05)  # the random moment of the kill
+            watchers.kill()
+        app.join()
+        left = wait_stored(phoenix, project, sent, timeout_s=120)
+        code = watchers.stop()
+        bodies = Counter(orjson.dumps(b, option=orjson.OPT_SORT_KEYS) for b in jev.bodies)
+        answered_twice = sum(n - 1 for n in bodies.values())
+    output = watchers.output()
+    return {
+        "traces": len(sent),
+        "kills": watchers.kills,
+        "problems": left,
+        "exit": code,
+        "calls": sum(bodies.values()),
+        "distinctCalls": len(bodies),
+        "answeredTwice": answered_twice,
+        "answeredTwiceBound": watchers.kills * concurrency,
+        "phoenixBackSaid": "Phoenix answers again" in output,
+        "output": output,
+    }
+
+
+def lags(state_dir: Path, idle_s: float) -> list[float]:
+    """Seconds from each trace going idle to its annotations stored, from the state file."""
+    (path,) = (state_dir / "watch").glob("*.sqlite")
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT activity, stored_at FROM traces WHERE stored_at IS NOT NULL"
+        ).fetchall()
+    return [stored - (activity + idle_s) for activity, stored in rows]
+
+
+def latency(
+    phoenix: PhoenixServer,
+    project: str,
+    tmp: Path,
+    *,
+    traces: int,
+    rate: float,
+    judge_ms: float,
+    idle_s: float,
+    interval_s: float,
+    concurrency: int = 32,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Idle-to-stored lag of every trace at ``rate`` traces a second."""
+    with JevServer(api_key=KEY, latency_s=judge_ms / 1000) as jev:
+        argv = watch_argv(phoenix.url, project, tmp,
+                          *live_argv(jev, idle_s=idle_s, interval_s=interval_s,
+                                     concurrency=concurrency))  # fmt: skip
+        watchers = Watchers(argv, tmp / "watch.log")
+        watchers.start()
+        with RagApp(phoenix.url, project, seed) as app:
+            began = time.monotonic()
+            sent = app.send(traces, rate)
+            app.flush()
+            sent_s = time.monotonic() - began
+        left = wait_stored(phoenix, project, sent, timeout_s=120)
+        code = watchers.stop()
+    measured = sorted(lags(tmp / "cache", idle_s))
+    spans = tmp / "spans.json"
+    spans.write_bytes(orjson.dumps(phoenix.spans(project)))
+    judge_s = judge_latency_s(spans, jev_ms=judge_ms)
+    return {
+        "traces": len(sent),
+        "sentPerSecond": len(sent) / sent_s,
+        "problems": left,
+        "exit": code,
+        "lagP50": statistics.median(measured),
+        "lagP95": measured[int(0.95 * (len(measured) - 1))],
+        "lagMax": measured[-1],
+        "judgeLatencyS": judge_s,
+        "bound": interval_s + judge_s + 1.0,
+    }
+
+
+def judge_latency_s(spans: Path, jev_ms: float) -> float:
+    """The longest a trace's judging takes at ``jev_ms`` a call: its sequential calls (a
+    multi-step trace asks step after step) from a mock run of the same spans."""
+    out = spans.with_suffix(".report.json")
+    subprocess.run(
+        [sys.executable, "-m", "ragbatch", "run", str(spans), "--format", "openinference",
+         "--baseline", "lexical", "--out", str(out), "--quiet"],
+        check=True,
+    )  # fmt: skip
+    rows = orjson.loads(out.read_bytes())["rows"]
+    calls = max((row.get("usage") or {}).get("calls", 1) for row in rows)
+    return calls * jev_ms / 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_watch", description=__doc__)
+    parser.add_argument("--traces", type=int, default=500)
+    parser.add_argument("--rate", type=float, default=50.0, help="traces a second")
+    parser.add_argument("--kills", type=int, default=0, help="SIGKILLs (proof mode)")
+    parser.add_argument("--outage-s", type=float, default=0.0, help="Phoenix down (proof mode)")
+    parser.add_argument("--judge-ms", type=float, default=200.0, help="Jev's latency a call")
+    parser.add_argument("--idle-s", type=float, default=1.0)
+    parser.add_argument("--interval-s", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp, PhoenixServer() as phoenix:
+        project = f"bench-{int(time.time())}"
+        if args.kills or args.outage_s:
+            found = prove(phoenix, project, Path(tmp), traces=args.traces, rate=args.rate,
+                          kills=args.kills, outage_s=args.outage_s, seed=args.seed)  # fmt: skip
+            found.pop("output")
+            print(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
+            held = (not found["problems"] and found["exit"] == 0
+                    and found["answeredTwice"] <= found["answeredTwiceBound"]
+                    and (found["phoenixBackSaid"] or not args.outage_s))  # fmt: skip
+            print(f"exactly once: {'held' if held else 'BROKEN'}")
+            return 0 if held else 1
+        found = latency(phoenix, project, Path(tmp), traces=args.traces, rate=args.rate,
+                        judge_ms=args.judge_ms, idle_s=args.idle_s,
+                        interval_s=args.interval_s)  # fmt: skip
+        print(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
+        ratio = found["lagMax"] / found["bound"]
+        print(f"max lag / bound (interval + judge latency + 1 s) = {ratio:.2f}")
+        return 0 if ratio <= 1.0 and not found["problems"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
