@@ -36,6 +36,7 @@ DISTRIBUTION = {
     "pydantic_core": "pydantic",
     "markupsafe": "jinja2",
     "click": "typer",
+    "opentelemetry": "opentelemetry-sdk",  # a namespace: the SDK and its OTLP exporter fill it
 }
 PYTEST11 = (
     "from importlib.metadata import entry_points\n"
