@@ -5,7 +5,7 @@
   ``base64("Span:<n>")``); a span that arrives late still gets a larger one, so an id cursor
   misses nothing (a start-time cursor would). The cursor is inclusive: the page starting at
   a span's id holds that span first, which the watcher skips (:func:`span_number`).
-  ``start_time`` (inclusive) and ``end_time`` (exclusive) bound the spans' start times.
+  ``start_time`` (inclusive) bounds the spans' start times.
 - ``POST /v1/span_annotations?sync=true`` with ``{"data": [...]}``: stored before the reply
   (without ``sync`` a 200 only means queued). Phoenix upserts on (name, span, identifier), so
   a record sent again replaces itself. A record whose span Phoenix does not have makes the
@@ -71,6 +71,17 @@ def check_phoenix_url(url: str, *, allow_insecure_http: bool) -> str:
     return base
 
 
+async def _body(reply: aiohttp.ClientResponse) -> bytes:
+    """The reply's body, read until its end or one byte past :data:`MAX_BODY`."""
+    parts, size = [], 0
+    async for chunk in reply.content.iter_chunked(1 << 16):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > MAX_BODY:
+            break
+    return b"".join(parts)
+
+
 class PhoenixClient:
     """One Phoenix project's spans and span annotations."""
 
@@ -102,7 +113,7 @@ class PhoenixClient:
                 method, self.url + path, params=params, data=body, headers=self.headers,
                 allow_redirects=False,
             ) as reply:  # fmt: skip
-                data = await reply.content.read(MAX_BODY + 1)
+                data = await _body(reply)
                 status = reply.status
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise PhoenixUnavailable(self.redact(f"{where}: {type(exc).__name__}: {exc}")) from None
@@ -118,7 +129,9 @@ class PhoenixClient:
             parsed = orjson.loads(data) if data else None
         except orjson.JSONDecodeError:
             if status < 300:
-                raise PhoenixUnavailable(f"{where}: HTTP {status}, a body that is not JSON") from None
+                raise PhoenixUnavailable(
+                    f"{where}: HTTP {status}, a body that is not JSON"
+                ) from None
             parsed = None
         if status >= 300:
             detail = parsed.get("detail") if isinstance(parsed, dict) else None
@@ -131,19 +144,17 @@ class PhoenixClient:
         cursor: str | None,
         *,
         since: datetime | None = None,
-        until: datetime | None = None,
         limit: int = PAGE,
         newest_first: bool = False,
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """One page of spans from ``cursor`` (inclusive) in id order, and the next cursor;
+        """One page of spans from ``cursor`` (inclusive) in id order (from ``since`` on), and
+        the next cursor;
         ([], None) while the project does not exist yet (no span was ever sent to it)."""
         params = {"sort": "id", "order": "desc" if newest_first else "asc", "limit": str(limit)}
         if cursor is not None:
             params["cursor"] = cursor
         if since is not None:
             params["start_time"] = since.isoformat()
-        if until is not None:
-            params["end_time"] = until.isoformat()
         try:
             body = await self._request("GET", self.spans_path, params)
         except PhoenixRefused as exc:
