@@ -118,6 +118,10 @@ AuditRate = Annotated[
     ),
 ]
 Batch = Annotated[int, _opt("Traces judged together.", min=1)]
+RetryFor = Annotated[
+    float,
+    _opt("With --once: how long Phoenix may stay unreachable before giving up (exit 3).", min=0),
+]
 Name = Annotated[str, _opt("The annotations' name (as ragbatch export --name).")]
 Fallback = Annotated[
     str,
@@ -147,6 +151,7 @@ def watch_command(
     alert_command: AlertCommand = None,
     audit_rate: AuditRate = None,
     batch: Batch = 256,
+    phoenix_retry_s: RetryFor = 300.0,
     name: Name = "ragbatch",
     fallback_judge: Fallback = "lexical",
     **options: Any,
@@ -168,7 +173,7 @@ def watch_command(
             interval_s=interval_s, idle_s=idle_s, once=once, sample_rate=sample_rate,
             since=parse_instant(since, "--since") if since else None,
             until=parse_instant(until, "--until") if until else None,
-            batch=batch, name=name, retrieval_tools=tuple(options["retrieval_tools"] or ()),
+            batch=batch, name=name, retry_for_s=phoenix_retry_s, retrieval_tools=tuple(options["retrieval_tools"] or ()),
             flatten=options["flatten"], steps=options["steps"],
         )  # fmt: skip
         windows = WindowSettings(

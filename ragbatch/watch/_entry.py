@@ -86,7 +86,7 @@ async def _watch(
     state = WatchState(state_path(options.cache.cache_dir, url, project), url, project)
     heard: list[signal.Signals] = []
     try:
-        judge = open_judge(options, f"phoenix:{project}", say)
+        judge = open_judge(options, f"phoenix:{project}", lambda m: say(f"warning: {m}"))
         try:
             stop = anyio.Event()
             code = 0

@@ -6,7 +6,9 @@ Each turn of the loop:
 1. **Take in** the spans past the cursor, a page at a time in Phoenix's id order, each page
    kept and the cursor moved in one transaction. A fresh state starts at the newest span
    present (its traces are left alone: they began before the watcher), or with ``--since`` at
-   the first span that started then.
+   the first span that started then. A trace is judged when its root span started in
+   [``--since``, ``--until``) (one that began before ``--since`` lacks its root here and is
+   left out whole, never judged in part).
 2. **Judge** the traces idle for ``--idle-s``: whose spans all ended that long before the
    *horizon*, the time of the last poll that reached the newest span (while a backlog is still
    being read, the end of the newest span read). A trace is sampled (``--sample-rate``, by a
@@ -124,6 +126,7 @@ class Watcher:
         self.budget_spent = False  # --max-cost reached
         self.judged = self.stored = 0
         self.more = False  # pages left to read: the next turn starts at once
+        self.held = 0  # traces refused by --max-cost-per-hour this turn
         limit = judge.limit
         if limit is not None and limit.per_hour is not None:
             for when, usd in state.spend_since(clock() - 3600.0):
@@ -163,7 +166,7 @@ class Watcher:
             return
         cursor = ""
         if self.s.since is None:
-            newest, _ = await self.client.page(None, newest_first=True, until=self.s.until)
+            newest, _ = await self.client.page(None, newest_first=True)
             if newest:
                 cursor = str(newest[0]["id"])
                 before = {f[0] for r in newest if (f := span_fields(r)) is not None}
@@ -175,23 +178,23 @@ class Watcher:
         for _ in range(PAGES_A_TURN):
             polled = self.clock()
             cursor = self.state.get("cursor") or None
-            spans, following = await self.client.page(
-                cursor, since=self.s.since, until=self.s.until
-            )
+            spans, following = await self.client.page(cursor, since=self.s.since)
             seen = span_number(cursor) if cursor else -1
-            fresh = []
-            for record in spans:
-                number = span_number(str(record["id"]))
+            beyond = [r for r in spans if span_number(str(r.get("id"))) > seen]
+            fresh, unusable = [], 0
+            for record in beyond:
                 fields = span_fields(record)
-                if number <= seen or fields is None:
+                if fields is None:
+                    unusable += 1  # no trace id or times: nothing to judge it with
                     continue
                 trace_id, start, end = fields
+                number = span_number(str(record["id"]))
                 fresh.append((number, trace_id, start, end, orjson.dumps(record)))
-            if fresh:
-                last = str(spans[-1]["id"])
-                self.state.take(fresh, last, self.window_of)
-                self.horizon = max(self.horizon, max(f[3] for f in fresh))
-            if following is None or not fresh:
+            if beyond:
+                self.state.take(fresh, str(beyond[-1]["id"]), self.window_of, unusable)
+                if fresh:
+                    self.horizon = max(self.horizon, max(f[3] for f in fresh))
+            if following is None or not beyond:
                 self.horizon = max(self.horizon, polled)
                 return True
         return False
@@ -221,6 +224,10 @@ class Watcher:
             if not sampled(trace_id, self.s.sample_rate):
                 skipped[trace_id] = "sampled"
                 continue
+            outside = self.outside(records[trace_id])
+            if outside is not None:
+                skipped[trace_id] = outside
+                continue
             try:
                 items[trace_id] = trace_item(
                     trace_id, records[trace_id], retrieval_tools=self.s.retrieval_tools,
@@ -230,6 +237,20 @@ class Watcher:
                 self.say(f"warning: {exc} (not judged)")
                 skipped[trace_id] = "unreadable"
         return items, skipped
+
+    def outside(self, records: list[dict[str, Any]]) -> str | None:
+        """Why a trace lies outside --since/--until, or None. Spans are read from --since on
+        (Phoenix filters them by start), so a trace that began earlier has no root span here
+        and is left out whole; --until is read off the root's start, so a trace that began
+        before it keeps its later spans."""
+        roots = [r for r in records if not r.get("parent_id")]
+        fields = [f for r in roots if (f := span_fields(r)) is not None]
+        start = min((f[1] for f in fields), default=None)
+        if self.s.since is not None and (start is None or start < self.s.since.timestamp()):
+            return "beforeSince"
+        if self.s.until is not None and start is not None and start >= self.s.until.timestamp():
+            return "afterUntil"
+        return None
 
     async def judge_batch(self, ids: list[str], now: float) -> int:
         items, skipped = self.items_of(ids)
@@ -242,7 +263,8 @@ class Watcher:
         for trace_id, outcome in zip(items, outcomes, strict=True):
             kind = outcome.jev.failure.kind if outcome.jev.failure is not None else None
             if kind == HOURLY_KIND:
-                continue  # waits in flight for the hour's spending to age out
+                self.held += 1  # waits in flight for the hour's spending to age out
+                continue
             if kind == BUDGET_KIND:
                 self.budget_spent = True
                 continue
@@ -341,13 +363,15 @@ class Watcher:
         """Turns until a stop (or, with --once, until nothing idle is left): exit 0, 3 when
         Phoenix stayed unreachable under --once, 5 when --max-cost was reached."""
         while True:
-            judged, stored = self.judged, self.stored
+            judged, stored, self.held = self.judged, self.stored, 0
             done = await self.turn(stop)
             if self.judged != judged or self.stored != stored:
                 self.say(
                     f"judged {self.judged - judged} traces, stored "
                     f"{self.stored - stored} annotations; {self.state.in_flight()} in flight"
                 )
+            if self.held:
+                self.say(f"{self.held} traces wait: --max-cost-per-hour reached for this hour")
             if self.budget_spent:
                 self.say("error: --max-cost reached: stopped judging; rerun with more to go on")
                 return 5

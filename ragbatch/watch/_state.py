@@ -118,10 +118,15 @@ class WatchState:
     # -- taking spans in ------------------------------------------------------------------
 
     def take(
-        self, spans: Sequence[tuple[int, str, float, float, bytes]], cursor: str, window_of: Any
+        self,
+        spans: Sequence[tuple[int, str, float, float, bytes]],
+        cursor: str,
+        window_of: Any,
+        unusable: int = 0,
     ) -> Taken:
         """Keep a page's spans ((number, trace, start, end, record), in id order) and move the
-        cursor past them, together. ``window_of(start)`` gives a new trace's window."""
+        cursor past them, together (``unusable``: the page's spans without a trace id or
+        times, counted). ``window_of(start)`` gives a new trace's window."""
         kept = new = late = 0
         with self._transaction():
             for number, trace_id, start, end, record in spans:
@@ -149,6 +154,7 @@ class WatchState:
                 )
                 kept += cur.rowcount
             self._count("lateSpans", late)
+            self._count("unusableSpans", unusable)
             self._set({"cursor": cursor})
         return Taken(kept, new, late)
 

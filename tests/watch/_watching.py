@@ -25,7 +25,7 @@ def command(*argv: str) -> list[str]:
     return [sys.executable, "-m", "ragbatch", *argv]
 
 
-def annotations(
+def annotations_on(
     phoenix: PhoenixServer, project: str, traces: Iterable[SentTrace]
 ) -> list[dict[str, Any]]:
     """Every annotation on the traces' spans."""
@@ -42,7 +42,7 @@ def check_exactly_once(
 ) -> list[dict[str, Any]]:
     """Every trace's root span has exactly one ``ragbatch`` annotation and no span has two of
     one name; returns them."""
-    found = annotations(phoenix, project, traces)
+    found = annotations_on(phoenix, project, traces)
     counts = per_span(found)
     doubled = {key: n for key, n in counts.items() if n != 1}
     assert not doubled, f"annotated more than once: {doubled}"

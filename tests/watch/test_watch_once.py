@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +18,18 @@ from ragbatch.cli._app import app
 from ragbatch.testing.otlp_app import RagApp, SentTrace
 from ragbatch.testing.phoenix import PhoenixServer
 from ragbatch.testing.rag_corpus import OVERLAP_DIAGNOSIS
-from tests.watch._watching import annotations, check_exactly_once, watch_argv
+from tests.watch._watching import annotations_on, check_exactly_once, watch_argv
 
 BACKFILL = ("--since", "2000-01-01", "--idle-s", "0", "--interval-s", "0.1")
 
 
 def send(phoenix: PhoenixServer, project: str, n: int, seed: int) -> list[SentTrace]:
     """``n`` traces, exported and stored by Phoenix before this returns."""
+    there = len(phoenix.spans(project))
     with RagApp(phoenix.url, project, seed, multi_hop=0.3) as rag:
         sent = rag.send(n)
         rag.flush()
-    phoenix.wait_for_spans(project, sum(len(t.span_ids) for t in sent))
+    phoenix.wait_for_spans(project, there + sum(len(t.span_ids) for t in sent))
     return sent
 
 
@@ -73,7 +75,7 @@ def test_once_stores_exactly_what_export_writes_for_the_same_spans(
     again = invoke(*watch_argv(phoenix.url, phoenix_project, tmp_path, "--once", *BACKFILL))
     assert again.exit_code == 0, again.output
     assert "judged" not in again.stdout
-    assert annotations(phoenix, phoenix_project, sent) == found
+    assert annotations_on(phoenix, phoenix_project, sent) == found
 
 
 def test_the_window_report_is_the_file_run_s_report_of_the_same_traces(
@@ -113,12 +115,12 @@ def test_a_new_watcher_leaves_the_traces_already_there_alone(
     argv = watch_argv(phoenix.url, phoenix_project, tmp_path, "--once", "--idle-s", "0")
     first = invoke(*argv)
     assert first.exit_code == 0, first.output
-    assert annotations(phoenix, phoenix_project, before) == []
+    assert annotations_on(phoenix, phoenix_project, before) == []
     after = send(phoenix, phoenix_project, 4, seed=8)
     second = invoke(*argv)
     assert second.exit_code == 0, second.output
     check_exactly_once(phoenix, phoenix_project, after)
-    assert annotations(phoenix, phoenix_project, before) == []
+    assert annotations_on(phoenix, phoenix_project, before) == []
 
 
 def test_sample_rate_judges_the_traces_the_hash_picks(
@@ -131,10 +133,27 @@ def test_sample_rate_judges_the_traces_the_hash_picks(
                       "--sample-rate", "0.5")  # fmt: skip
     result = invoke(*argv)
     assert result.exit_code == 0, result.output
-    judged = {a["span_id"] for a in annotations(phoenix, phoenix_project, sent)
+    judged = {a["span_id"] for a in annotations_on(phoenix, phoenix_project, sent)
               if a["name"] == "ragbatch"}  # fmt: skip
     picked = {t.root_span_id for t in sent if sampled(t.trace_id, 0.5)}
     assert judged == picked and 0 < len(picked) < len(sent)
+
+
+def test_until_judges_only_the_traces_that_started_before_it(
+    phoenix: PhoenixServer, phoenix_project: str, tmp_path: Path
+) -> None:
+    early = send(phoenix, phoenix_project, 4, seed=15)
+    until = datetime.now(UTC).replace(tzinfo=None)  # no offset: read as UTC
+    # the next traces start after it: their spans are dated a few ms before they are sent
+    while datetime.now(UTC).replace(tzinfo=None) < until + timedelta(milliseconds=200):
+        time.sleep(0.02)
+    late = send(phoenix, phoenix_project, 3, seed=16)
+    argv = watch_argv(phoenix.url, phoenix_project, tmp_path, "--once", *BACKFILL,
+                      "--until", until.isoformat())  # fmt: skip
+    result = invoke(*argv)
+    assert result.exit_code == 0, result.output
+    check_exactly_once(phoenix, phoenix_project, early)
+    assert annotations_on(phoenix, phoenix_project, late) == []
 
 
 @pytest.mark.parametrize(
