@@ -71,6 +71,7 @@ class PhoenixServer:
         self.extra_env = dict(env or {})
         self.start_seconds: float | None = None  # how long the last start took to be healthy
         self._process: subprocess.Popen[bytes] | None = None
+        self._began = 0.0
 
     @property
     def url(self) -> str:
@@ -101,10 +102,16 @@ class PhoenixServer:
     def start(self) -> Self:
         """Start Phoenix and wait until ``/healthz`` answers 200 (PhoenixError with the log's
         tail if it exits or is not healthy within ``start_timeout`` seconds)."""
+        self.launch()
+        return self.wait_started()
+
+    def launch(self) -> Self:
+        """Start Phoenix's process without waiting for it (:meth:`wait_started` does): its
+        start-up then runs beside whatever the caller does meanwhile."""
         if self.running:
             raise PhoenixError(f"Phoenix already runs at {self.url}")
         self.working_dir.mkdir(parents=True, exist_ok=True)
-        began = time.monotonic()
+        self._began = time.monotonic()
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
                 [self.python, "-m", "phoenix.server.main", "serve"],
@@ -113,12 +120,16 @@ class PhoenixServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+        return self
+
+    def wait_started(self) -> Self:
+        """Wait until the launched Phoenix is healthy (see :meth:`start`)."""
         try:
-            self._wait_healthy(began)
+            self._wait_healthy(self._began)
         except BaseException:
             self.stop()
             raise
-        self.start_seconds = time.monotonic() - began
+        self.start_seconds = time.monotonic() - self._began
         return self
 
     def _wait_healthy(self, began: float) -> None:

@@ -41,16 +41,31 @@ def missing_packages() -> list[str]:
     return missing
 
 
+_LAUNCHED: list[PhoenixServer] = []  # launched once the collected tests are known
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Launch Phoenix as soon as a collected test needs it, so that its start-up (10-15 s)
+    runs beside the tests before the first that uses it."""
+    if missing_packages() or _LAUNCHED:
+        return
+    if any("phoenix" in getattr(item, "fixturenames", ()) for item in session.items):
+        _LAUNCHED.append(PhoenixServer().launch())
+
+
 @pytest.fixture(scope="session")
 def phoenix() -> Iterator[PhoenixServer]:
-    """A real Phoenix on a free loopback port, started once (about 10-15 s), stopped at the end."""
+    """A real Phoenix on a free loopback port, started once, stopped at the end."""
     if missing := missing_packages():
         reason = f"a real Phoenix needs {', '.join(missing)} (pip install -e '.[test]')"
         if is_ci():
             pytest.fail(reason)
         pytest.skip(reason)
-    with PhoenixServer() as server:
-        yield server
+    server = _LAUNCHED.pop() if _LAUNCHED else PhoenixServer().launch()
+    try:
+        yield server.wait_started()
+    finally:
+        server.close()
 
 
 @pytest.fixture
@@ -58,3 +73,18 @@ def phoenix_project(request: pytest.FixtureRequest) -> str:
     """A project name no other test uses (Phoenix makes a project on its first span)."""
     name = re.sub(r"[^A-Za-z0-9_-]+", "-", request.node.name)[:60]
     return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def restartable(phoenix: PhoenixServer) -> Iterator[PhoenixServer]:
+    """The session's server, running again after the test whatever happened in it (a test
+    that stops it)."""
+    yield phoenix
+    if not phoenix.running:
+        phoenix.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A Phoenix launched for tests that did not run after all (deselected, failed early)."""
+    while _LAUNCHED:
+        _LAUNCHED.pop().close()

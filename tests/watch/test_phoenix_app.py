@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,29 +164,3 @@ def test_the_command_prints_each_trace_it_sends(
     assert {s["context"]["span_id"] for s in spans} == {i for x in lines for i in x["span_ids"]}
     roots = {s["context"]["span_id"] for s in spans if s["parent_id"] is None}
     assert roots == {x["root_span_id"] for x in lines}
-
-
-@pytest.fixture
-def restartable(phoenix: PhoenixServer) -> Iterator[PhoenixServer]:
-    """The session's server, running again after the test whatever happened in it."""
-    yield phoenix
-    if not phoenix.running:
-        phoenix.start()
-
-
-def test_spans_survive_a_stop_and_a_start(restartable: PhoenixServer, phoenix_project: str) -> None:
-    phoenix = restartable
-    before = send(phoenix, phoenix_project, 5).spans
-    url = phoenix.url
-    phoenix.stop()
-    assert not phoenix.running
-    with pytest.raises(OSError):
-        phoenix.spans(phoenix_project)  # nothing listens on the port
-    phoenix.start()
-    assert phoenix.url == url
-    assert phoenix.spans(phoenix_project) == before
-    again = send(phoenix, phoenix_project, 2, held=len(before))  # it takes spans again
-    assert again.spans[: len(before)] == before
-    assert {s["context"]["span_id"] for s in again.spans[len(before) :]} == {
-        i for t in again.traces for i in t.span_ids
-    }
