@@ -10,8 +10,12 @@ Each turn of the loop:
    [``--since``, ``--until``) (one that began before ``--since`` lacks its root here and is
    left out whole, never judged in part).
 2. **Judge** the traces idle for ``--idle-s``: whose spans all ended that long before the
-   *horizon*, the time of the last poll that reached the newest span (while a backlog is still
-   being read, the end of the newest span read). A trace is sampled (``--sample-rate``, by a
+   *horizon*. The horizon is the end of the newest span read (the spans' own clock): Phoenix
+   lists what it received in about the order it received it, but seconds late under load, so
+   a span that ended ``--idle-s`` after a trace's last one being listed means the trace's own
+   spans are in. Once no new span has come for ``--idle-s`` (this machine's clock, kept in the
+   state file across restarts), the horizon is the last poll's time: the last traces of a
+   burst, or of a backfill, are complete then. A trace is sampled (``--sample-rate``, by a
    hash of its id: the same traces whoever runs it), read with ``--format openinference``'s
    reader, judged through the run's judge (:class:`~ragbatch.run.Judge`), and its annotations
    go to the outbox in the transaction that marks it judged. A call that failed for a reason
@@ -23,6 +27,9 @@ Each turn of the loop:
    outbox in its own transaction.
 4. **Report** every window whose traces are all judged and stored, once its end is
    ``--idle-s`` and one interval behind the horizon (:mod:`ragbatch.watch._window`).
+
+Turns start every ``--interval-s`` (at once while a backlog is being read); a turn that takes
+longer starts the next one when it ends.
 
 Phoenix down, slow or answering 5xx: the turn's Phoenix step is skipped, said once, and tried
 again with backoff (up to :data:`MAX_BACKOFF_S`); the horizon does not move meanwhile, so no
@@ -127,6 +134,9 @@ class Watcher:
         self.judged = self.stored = 0
         self.more = False  # pages left to read: the next turn starts at once
         self.held = 0  # traces refused by --max-cost-per-hour this turn
+        self.judge_s = self.store_s = 0.0  # this turn's time judging and storing
+        self.ready = anyio.Event()  # set when the outbox has something to store
+        self.storing = anyio.Lock()
         limit = judge.limit
         if limit is not None and limit.per_hour is not None:
             for when, usd in state.spend_since(clock() - 3600.0):
@@ -191,12 +201,13 @@ class Watcher:
                 number = span_number(str(record["id"]))
                 fresh.append((number, trace_id, start, end, orjson.dumps(record)))
             if beyond:
-                self.state.take(fresh, str(beyond[-1]["id"]), self.window_of, unusable)
-                if fresh:
-                    self.horizon = max(self.horizon, max(f[3] for f in fresh))
+                newest = max((f[3] for f in fresh), default=None)
+                self.state.take(fresh, str(beyond[-1]["id"]), self.window_of, unusable,
+                                newest=newest, now=polled)  # fmt: skip
             if following is None or not beyond:
-                self.horizon = max(self.horizon, polled)
+                self.horizon = self.state.horizon(polled, self.s.idle_s)
                 return True
+            self.horizon = self.state.horizon(None, self.s.idle_s)
         return False
 
     # -- 2. judge -------------------------------------------------------------------------
@@ -253,6 +264,7 @@ class Watcher:
         return None
 
     async def judge_batch(self, ids: list[str], now: float) -> int:
+        began = time.monotonic()
         items, skipped = self.items_of(ids)
         limit = self.judge.limit
         spent_before = limit.spent if limit is not None else 0.0
@@ -276,6 +288,7 @@ class Watcher:
         spent = (limit.spent - spent_before) if limit is not None else 0.0
         self.state.judged(verdicts, skipped, retry, spent, now)
         self.judged += len(verdicts)
+        self.judge_s += time.monotonic() - began
         return len(verdicts) + len(skipped)
 
     def records_of(self, builder: Any, outcome: RowOutcome) -> list[dict[str, Any]]:
@@ -293,6 +306,7 @@ class Watcher:
     async def flush(self) -> None:
         """Store the outbox's annotations in Phoenix."""
         while entries := self.state.outbox(OUTBOX_BATCH):
+            began = time.monotonic()
             seqs = [seq for seq, _ in entries]
             try:
                 await self.client.annotate([record for _, record in entries])
@@ -301,6 +315,7 @@ class Watcher:
                 dropped = await self._one_by_one(entries)
                 self.state.stored(seqs, self.clock(), dropped)
             self.stored += len(entries)
+            self.store_s += time.monotonic() - began
 
     async def _one_by_one(self, entries: list[tuple[int, dict[str, Any]]]) -> int:
         """A refused batch sent again a record at a time: the refused ones are said and
@@ -351,24 +366,58 @@ class Watcher:
         except PhoenixUnavailable as exc:
             self._phoenix_down(exc)
         await self.judge_idle(stop)
+        if self.s.once or stop.is_set():
+            await self.store()
+        else:
+            self.ready.set()  # the flusher stores them while the next turn reads and judges
         try:
-            await self.flush()
             if not self.failures:
                 await self.report_windows()
         except PhoenixUnavailable as exc:
             self._phoenix_down(exc)
         return caught_up and not self.failures
 
+    async def store(self) -> None:
+        """Store the outbox now (one flush at a time), an outage said and left for later."""
+        async with self.storing:
+            try:
+                await self.flush()
+            except PhoenixUnavailable as exc:
+                self._phoenix_down(exc)
+
+    async def flusher(self) -> None:
+        """Store the outbox whenever a turn has judged something, and every interval (what
+        an outage left behind)."""
+        while True:
+            with anyio.move_on_after(self.delay):
+                await self.ready.wait()
+            self.ready = anyio.Event()
+            await self.store()
+
     async def run(self, stop: anyio.Event) -> int:
         """Turns until a stop (or, with --once, until nothing idle is left): exit 0, 3 when
-        Phoenix stayed unreachable under --once, 5 when --max-cost was reached."""
+        Phoenix stayed unreachable under --once, 5 when --max-cost was reached. Without
+        --once the annotations are stored beside the turns (:meth:`flusher`); what is left
+        when the turns end is stored before this returns."""
+        async with anyio.create_task_group() as tg:
+            if not self.s.once:
+                tg.start_soon(self.flusher)
+            code = await self.turns(stop)
+            await self.store()  # waits for a flush in progress, then stores the rest
+            tg.cancel_scope.cancel()
+        return code
+
+    async def turns(self, stop: anyio.Event) -> int:
         while True:
+            began = time.monotonic()
             judged, stored, self.held = self.judged, self.stored, 0
+            self.judge_s = self.store_s = 0.0
             done = await self.turn(stop)
             if self.judged != judged or self.stored != stored:
                 self.say(
-                    f"judged {self.judged - judged} traces, stored "
-                    f"{self.stored - stored} annotations; {self.state.in_flight()} in flight"
+                    f"judged {self.judged - judged} traces in {self.judge_s:.1f} s, stored "
+                    f"{self.stored - stored} annotations in {self.store_s:.1f} s; "
+                    f"{self.state.in_flight()} in flight"
                 )
             if self.held:
                 self.say(f"{self.held} traces wait: --max-cost-per-hour reached for this hour")
@@ -381,8 +430,9 @@ class Watcher:
             if self.s.once and down is not None and self.clock() - down > self.s.retry_for_s:
                 self.say(f"error: Phoenix unreachable for {self.s.retry_for_s:.0f} s")
                 return 3
-            if not self.more:
-                with anyio.move_on_after(self.delay):
+            if not self.more:  # turns start every interval; a long one starts the next
+                wait = self.delay - (time.monotonic() - began) if not self.failures else self.delay
+                with anyio.move_on_after(max(0.0, wait)):
                     await stop.wait()
             if stop.is_set():
                 return 0

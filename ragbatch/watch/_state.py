@@ -123,6 +123,9 @@ class WatchState:
         cursor: str,
         window_of: Any,
         unusable: int = 0,
+        *,
+        newest: float | None = None,
+        now: float | None = None,
     ) -> Taken:
         """Keep a page's spans ((number, trace, start, end, record), in id order) and move the
         cursor past them, together (``unusable``: the page's spans without a trace id or
@@ -155,8 +158,23 @@ class WatchState:
                 kept += cur.rowcount
             self._count("lateSpans", late)
             self._count("unusableSpans", unusable)
-            self._set({"cursor": cursor})
+            marks = {"cursor": cursor}
+            if newest is not None and now is not None:
+                marks["lastNew"] = repr(now)
+                if newest > float(self.get("watermark") or "-inf"):
+                    marks["watermark"] = repr(newest)
+            self._set(marks)
         return Taken(kept, new, late)
+
+    def horizon(self, polled: float | None, idle_s: float) -> float:
+        """The time traces are idle against (see :mod:`ragbatch.watch._loop`): the end of the
+        newest span taken in; ``polled`` (a poll that reached the newest span) once no new span
+        has come for ``idle_s``."""
+        watermark = float(self.get("watermark") or "-inf")
+        last_new = float(self.get("lastNew") or "-inf")
+        if polled is not None and polled - last_new >= idle_s:
+            return max(watermark, polled)
+        return watermark
 
     # -- judging --------------------------------------------------------------------------
 

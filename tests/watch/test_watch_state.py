@@ -98,3 +98,18 @@ def test_a_state_file_of_another_server_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=re.escape("belongs to http://127.0.0.1:6006 p")):
         WatchState(path, URL, "other")
     assert state_path(tmp_path, URL, "other") != path
+
+
+def test_the_horizon_is_the_newest_span_until_none_came_for_idle_s(state: WatchState) -> None:
+    state.take([span(1, "a", 10, 11), span(2, "b", 12, 20)], "c2", lambda start: 0.0,
+               newest=20.0, now=100.0)  # fmt: skip
+    assert state.horizon(None, 5.0) == 20.0  # a backlog being read: the newest span's end
+    assert state.horizon(104.0, 5.0) == 20.0  # caught up, but a span came 4 s ago
+    assert state.horizon(105.0, 5.0) == 105.0  # nothing new for 5 s: the poll's time
+    state = reopen(state)
+    assert state.horizon(105.0, 5.0) == 105.0  # kept across a restart
+    state.take([span(3, "c", 30, 31)], "c3", lambda start: 0.0, newest=31.0, now=106.0)
+    assert state.horizon(107.0, 5.0) == 31.0
+    # a page of old spans (a late exporter) does not move the watermark back
+    state.take([span(4, "d", 1, 2)], "c4", lambda start: 0.0, newest=2.0, now=107.0)
+    assert state.horizon(None, 5.0) == 31.0
