@@ -133,20 +133,21 @@ class PhoenixServer:
         return self
 
     def _wait_healthy(self, began: float) -> None:
+        # Asked at least once: a server launched long before the wait (its start-up ran beside
+        # other work) is healthy by then, however late the first asking comes.
         assert self._process is not None
-        while time.monotonic() - began < self.start_timeout:
-            if self._healthy():
-                return
+        while not self._healthy():
             try:  # waits on the process: an exit ends the wait at once
                 code = self._process.wait(timeout=0.25)
             except subprocess.TimeoutExpired:
-                continue
+                if time.monotonic() - began < self.start_timeout:
+                    continue
+                raise PhoenixError(
+                    f"Phoenix was not healthy at {self.url}/healthz within "
+                    f"{self.start_timeout:g} s{self._log_tail()}"
+                ) from None
             raise PhoenixError(f"Phoenix exited with code {code} before it was healthy"
                                f"{self._log_tail()}")  # fmt: skip
-        raise PhoenixError(
-            f"Phoenix was not healthy at {self.url}/healthz within {self.start_timeout:g} s"
-            f"{self._log_tail()}"
-        )
 
     def _healthy(self) -> bool:
         try:

@@ -4,6 +4,8 @@ A real Phoenix: tests/watch/test_phoenix_app.py."""
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,26 @@ def test_a_failed_start_in_with_removes_its_temporary_directory(tmp_path: Path) 
     with pytest.raises(PhoenixError), kept:
         pass
     assert (tmp_path / "given" / LOG_NAME).is_file()  # a given directory is the caller's
+
+
+HEALTHY_SERVER = """
+import http.server, os
+class Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"OK")
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PHOENIX_PORT"])), Ok).serve_forever()
+"""
+
+
+def test_a_server_launched_long_before_the_wait_is_asked_at_least_once(tmp_path: Path) -> None:
+    # its start-up ran beside other tests for longer than start_timeout: healthy is healthy
+    (tmp_path / "ok.py").write_text(HEALTHY_SERVER, encoding="utf-8")
+    python = stand_in(tmp_path, f'exec "{sys.executable}" "{tmp_path / "ok.py"}"')
+    server = PhoenixServer(tmp_path / "work", python=python, start_timeout=0.5).launch()
+    try:
+        time.sleep(1.5)  # longer than start_timeout: the server is up before the wait begins
+        assert server.wait_started() is server and server.running
+    finally:
+        server.close()
