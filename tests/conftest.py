@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -75,3 +77,31 @@ def job_config(server: JevServer, tmp_path: Path, **changes: Any) -> RunOptions:
         concurrency=8,
     )
     return config.replace(**changes)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A 64 KiB tmpfs: room for one rows file of the fixture, not for two (the size can be
+    changed by indirect parametrization)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    size = getattr(request, "param", "64k")
+    folder = tmp_path / "small"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)])
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def fill(folder: Path) -> None:
+    """Take every free byte of ``folder``'s file system."""
+    with (folder / "filler").open("wb", buffering=0) as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 4096)
+        except OSError:
+            pass

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import re
 import signal
+import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import anyio
 
-from ragbatch.core import ConfigError
+from ragbatch.core import ConfigError, RagbatchError
 from ragbatch.run import RunOptions, open_judge
 from ragbatch.watch._loop import Watcher, WatchSettings
 from ragbatch.watch._phoenix import PhoenixClient, check_phoenix_url
-from ragbatch.watch._state import WatchState, state_path
+from ragbatch.watch._state import WatchState, state_error, state_path
 from ragbatch.watch._window import WindowSettings
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -84,32 +86,71 @@ async def _watch(
     say: Callable[[str], None],
 ) -> int:
     state = WatchState(state_path(options.cache.cache_dir, url, project), url, project)
-    heard: list[signal.Signals] = []
+    error: BaseException
     try:
-        judge = open_judge(options, f"phoenix:{project}", lambda m: say(f"warning: {m}"))
-        try:
-            stop = anyio.Event()
-            code = 0
-            async with anyio.create_task_group() as tg:
-
-                async def listen() -> None:
-                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                        async for signum in signals:
-                            heard.append(signum)
-                            if stop.is_set():
-                                tg.cancel_scope.cancel()  # a second signal: at once
-                            stop.set()
-                            say(f"{signum.name}: finishing the batch in hand, then stopping")
-
-                tg.start_soon(listen)
-                watcher = Watcher(settings, windows, client, state, judge, say)
-                code = await watcher.run(stop)
-                tg.cancel_scope.cancel()
-        finally:
-            await judge.aclose()
+        return await _guarded(state, client, project, settings, windows, options, say)
+    except BaseExceptionGroup as group:  # the loop's task groups: one error line, the cause
+        error = _cause(group, state.path)
+    except sqlite3.Error as exc:
+        error = state_error(state.path, exc)
     finally:
         await client.aclose()
         state.close()
+    # raised outside the except clauses: no chain holds the failed statements (and with them
+    # the state file) open after the state is closed
+    raise error
+
+
+def _cause(group: BaseExceptionGroup[BaseException], path: Path) -> BaseException:
+    """The error a task group's failure says: a RagbatchError (a refused key: exit 4), else
+    the state file's (a full disk: exit 2); anything else is a bug and raised as it is."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        found = pending.pop(0)
+        if isinstance(found, BaseExceptionGroup):
+            pending.extend(found.exceptions)
+        else:
+            leaves.append(found)
+    for leaf in leaves:
+        if isinstance(leaf, RagbatchError):
+            return leaf
+    for leaf in leaves:
+        if isinstance(leaf, sqlite3.Error):
+            return state_error(path, leaf)
+    return group
+
+
+async def _guarded(
+    state: WatchState,
+    client: PhoenixClient,
+    project: str,
+    settings: WatchSettings,
+    windows: WindowSettings,
+    options: RunOptions,
+    say: Callable[[str], None],
+) -> int:
+    judge = open_judge(options, f"phoenix:{project}", lambda m: say(f"warning: {m}"))
+    heard: list[signal.Signals] = []
+    try:
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+
+            async def listen() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for signum in signals:
+                        heard.append(signum)
+                        if stop.is_set():
+                            tg.cancel_scope.cancel()  # a second signal: at once
+                        stop.set()
+                        say(f"{signum.name}: finishing the batch in hand, then stopping")
+
+            tg.start_soon(listen)
+            watcher = Watcher(settings, windows, client, state, judge, say)
+            code = await watcher.run(stop)
+            tg.cancel_scope.cancel()
+    finally:
+        await judge.aclose()
     if heard:
         first = heard[0]
         return 130 if first == signal.SIGINT else (0 if len(heard) == 1 else 143)

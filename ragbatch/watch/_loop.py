@@ -134,7 +134,7 @@ class Watcher:
         self.judged = self.stored = 0
         self.more = False  # pages left to read: the next turn starts at once
         self.held = 0  # traces refused by --max-cost-per-hour this turn
-        self.judge_s = self.store_s = 0.0  # this turn's time judging and storing
+        self.judge_s = self.store_s = 0.0  # time judging and storing since last said
         self.ready = anyio.Event()  # set when the outbox has something to store
         self.storing = anyio.Lock()
         limit = judge.limit
@@ -149,8 +149,9 @@ class Watcher:
             self.say(f"Phoenix answers again after {self.clock() - self.down_since:.0f} s")
         self.failures, self.down_since = 0, None
 
-    def _phoenix_down(self, error: Exception) -> None:
-        self.failures += 1
+    def _phoenix_down(self, error: Exception, *, turn: bool = True) -> None:
+        if turn:  # the backoff counts failed turns (the flusher's tries go at its pace)
+            self.failures += 1
         if self.down_since is None:
             self.down_since = self.clock()
             self.say(f"warning: {error}; trying again with backoff")
@@ -383,7 +384,7 @@ class Watcher:
             try:
                 await self.flush()
             except PhoenixUnavailable as exc:
-                self._phoenix_down(exc)
+                self._phoenix_down(exc, turn=False)
 
     async def flusher(self) -> None:
         """Store the outbox whenever a turn has judged something, and every interval (what
@@ -408,17 +409,18 @@ class Watcher:
         return code
 
     async def turns(self, stop: anyio.Event) -> int:
+        judged = stored = 0  # as of the last progress line
         while True:
             began = time.monotonic()
-            judged, stored, self.held = self.judged, self.stored, 0
-            self.judge_s = self.store_s = 0.0
+            self.held = 0
             done = await self.turn(stop)
-            if self.judged != judged or self.stored != stored:
+            if (self.judged, self.stored) != (judged, stored):  # the flusher's stores too
                 self.say(
                     f"judged {self.judged - judged} traces in {self.judge_s:.1f} s, stored "
                     f"{self.stored - stored} annotations in {self.store_s:.1f} s; "
                     f"{self.state.in_flight()} in flight"
                 )
+                judged, stored, self.judge_s, self.store_s = self.judged, self.stored, 0.0, 0.0
             if self.held:
                 self.say(f"{self.held} traces wait: --max-cost-per-hour reached for this hour")
             if self.budget_spent:

@@ -22,6 +22,7 @@ judge call the reply cache answers.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from ragbatch.core import ConfigError
+from ragbatch.core import CacheError, ConfigError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -49,6 +50,7 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE TABLE IF NOT EXISTS spend (at REAL NOT NULL, usd REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS counts (name TEXT PRIMARY KEY, n INTEGER NOT NULL);
 """
+FULL_BELOW = 1 << 20  # free bytes under which a failed write is said to be a full disk
 KEEP_SEEN_S = 7 * 24 * 3600.0  # how long a reported trace is remembered (its late spans dropped)
 
 
@@ -56,6 +58,19 @@ def state_path(cache_dir: Path, url: str, project: str) -> Path:
     """The state file of one Phoenix server's project under the cache directory."""
     key = hashlib.sha256(f"{url}\0{project}".encode()).hexdigest()[:16]
     return cache_dir / "watch" / f"phoenix-{key}.sqlite"
+
+
+def state_error(path: Path, exc: BaseException, what: str = "the watch state") -> CacheError:
+    """The error line for a state file that failed: SQLite's words, and a full disk said
+    (SQLite often says only "disk I/O error")."""
+    message = getattr(exc, "strerror", None) or str(exc)
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        free = None
+    if free is not None and free < FULL_BELOW and "full" not in message:
+        message += f"; the disk holding it is full ({free} bytes free)"
+    return CacheError(f"{what} {path}: {message}")
 
 
 @dataclass(frozen=True)
@@ -71,14 +86,22 @@ class WatchState:
     """The watcher's state file (see the module docstring)."""
 
     def __init__(self, path: Path, url: str, project: str) -> None:
+        db: sqlite3.Connection | None = None
+        error: CacheError | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(path, isolation_level=None, timeout=30)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")  # WAL: a killed process loses nothing
-            self.db.executescript(SCHEMA)
-        except sqlite3.Error as exc:
-            raise ConfigError(f"cannot open the watch state {path}: {exc}") from None
+            db = sqlite3.connect(path, isolation_level=None, timeout=30)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL: a killed process loses nothing
+            db.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            error = state_error(path, exc, "cannot open the watch state")
+        if error is not None:  # raised here: no traceback keeps the closed file open
+            if db is not None:
+                db.close()
+            raise error
+        assert db is not None
+        self.db = db
         self.path = path
         owner = self.get("source")
         if owner is None:

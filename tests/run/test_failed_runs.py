@@ -5,11 +5,9 @@ will do. Real processes against a real loopback Jev server; a real full file sys
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ import pytest
 
 from ragbatch.testing import JevServer
 from ragbatch.testing.jev_server import Fault
-from tests.conftest import JEV_KEY
+from tests.conftest import JEV_KEY, fill
 from tests.run.test_resume import StartServer, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,24 +109,6 @@ def test_an_error_budget_abort_keeps_every_earlier_output(
     assert files_of(out) == earlier
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
-    """A 64 KiB tmpfs: room for one rows file of the fixture, not for two (the size can be
-    changed by indirect parametrization)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a small tmpfs needs root")
-    size = getattr(request, "param", "64k")
-    folder = tmp_path / "small"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)])
-    if mounted.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
-
-
 def test_a_full_rows_out_disk_keeps_the_earlier_files_and_ends_in_one_line(
     jev_server: JevServer, tmp_path: Path, small_fs: Path
 ) -> None:
@@ -168,16 +148,6 @@ def test_ctrl_c_without_a_cache_does_not_promise_a_resume(
     assert "nothing was cached" in message and "in the cache" not in message
     assert not (tmp_path / "cache").exists()
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
-
-
-def fill(folder: Path) -> None:
-    """Take every free byte of ``folder``'s file system."""
-    with (folder / "filler").open("wb", buffering=0) as handle:
-        try:
-            while True:
-                handle.write(b"\0" * 4096)
-        except OSError:
-            pass
 
 
 @pytest.mark.parametrize("small_fs", ["1m"], indirect=True)

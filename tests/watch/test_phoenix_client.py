@@ -10,11 +10,14 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, ClassVar
 
 import anyio
 import pytest
+from typer.testing import CliRunner
 
+from ragbatch.cli._app import app
 from ragbatch.core import ConfigError, RunAborted
 from ragbatch.watch._phoenix import (
     MAX_BODY,
@@ -23,6 +26,7 @@ from ragbatch.watch._phoenix import (
     PhoenixUnavailable,
     span_number,
 )
+from tests.watch._watching import watch_argv
 
 KEY = "phx-secret-key-0123456789"
 
@@ -105,6 +109,22 @@ def test_a_project_phoenix_has_not_seen_is_an_empty_page(server: str) -> None:
 def test_a_refused_key_ends_the_watcher(server: str) -> None:
     with pytest.raises(RunAborted, match="refused the key \\(HTTP 401\\): set PHOENIX_API_KEY"):
         page(server, (401, b"{}", 0.0))
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refused_key_is_one_error_line_and_exit_4_from_the_command(
+    server: str, tmp_path: Path, status: int
+) -> None:
+    # the loop's task group fails with it: the command says the cause, never a traceback
+    Script.replies = [(status, b'{"detail": "bad key"}', 0.0)]
+    result = CliRunner().invoke(app, watch_argv(server, "p", tmp_path, "--once",
+                                                "--phoenix-api-key", KEY))  # fmt: skip
+    assert result.exit_code == 4, result.output
+    assert result.stderr.splitlines() == [
+        f"error: Phoenix at {server} refused the key (HTTP {status}): set PHOENIX_API_KEY to a "
+        "key it accepts"
+    ]
+    assert KEY not in result.output and KEY[:8] not in result.output
 
 
 def test_spans_out_of_id_order_are_refused(server: str) -> None:

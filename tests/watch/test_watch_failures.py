@@ -4,17 +4,21 @@ refused annotation, a window that drifted from the baseline, the cost limits."""
 from __future__ import annotations
 
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
+from bench.bench_watch import wait_stored
 from ragbatch.cli._app import app
 from ragbatch.testing import JevServer
 from ragbatch.testing.otlp_app import SentTrace
 from ragbatch.testing.phoenix import PhoenixServer
-from tests.watch._watching import annotations_on, check_exactly_once, watch_argv
+from tests.conftest import fill
+from tests.watch._watching import annotations_on, check_exactly_once, command, watch_argv
 from tests.watch.test_watch_once import BACKFILL, send
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,3 +122,32 @@ def test_the_hourly_cap_holds_traces_in_flight_and_max_cost_stops_with_5(
                                   *live(jev)))  # fmt: skip
         assert done.exit_code == 0, done.output
     check_exactly_once(phoenix, phoenix_project, sent)
+
+
+@pytest.mark.parametrize("small_fs", ["4m"], indirect=True)
+def test_a_cache_disk_filling_up_mid_watch_is_one_error_line_and_a_rerun_goes_on(
+    phoenix: PhoenixServer, phoenix_project: str, tmp_path: Path, small_fs: Path
+) -> None:
+    argv = [*watch_argv(phoenix.url, phoenix_project, tmp_path, *BACKFILL),
+            "--cache-dir", str(small_fs / "cache")]  # fmt: skip
+    with subprocess.Popen(
+        command(*argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    ) as proc:
+        try:
+            first = send(phoenix, phoenix_project, 6, seed=27)
+            wait_stored(phoenix, phoenix_project, first, timeout_s=60)
+            fill(small_fs)  # the state file and the reply cache have no room left
+            later = send(phoenix, phoenix_project, 12, seed=28)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    message = err.decode()
+    assert proc.returncode == 2, message
+    errors = [line for line in message.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "full" in errors[0], message
+    assert "Traceback" not in message
+    (small_fs / "filler").unlink()
+    again = invoke(*argv, "--once")
+    assert again.exit_code == 0, again.output
+    check_exactly_once(phoenix, phoenix_project, first + later)
