@@ -79,6 +79,11 @@ def job_config(server: JevServer, tmp_path: Path, **changes: Any) -> RunOptions:
     return config.replace(**changes)
 
 
+# A nested pytest (pytester) reads no ini of ours: it would load arize-phoenix-client's plugin,
+# which imports all of Phoenix, and pytester's module snapshot then breaks the next such import
+NESTED_PYTEST = ("-p", "no:phoenix")
+
+
 @pytest.fixture
 def small_fs(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
     """A 64 KiB tmpfs: room for one rows file of the fixture, not for two (the size can be

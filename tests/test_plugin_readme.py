@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import NESTED_PYTEST
+
 pytest_plugins = ("pytester",)
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = (ROOT / "docs" / "guides" / "ci-gate.md").read_text()
@@ -36,7 +38,7 @@ def project(pytester: pytest.Pytester, request: pytest.FixtureRequest) -> pytest
 
 def test_the_readme_example_passes_as_written(project: pytest.Pytester) -> None:
     project.makepyfile(test_quality=readme_example())
-    result = project.runpytest_inprocess("-q", "-p", "no:cacheprovider")
+    result = project.runpytest_inprocess("-q", "-p", "no:cacheprovider", *NESTED_PYTEST)
     result.assert_outcomes(passed=1)
 
 
@@ -44,7 +46,7 @@ def test_an_all_miss_replay_says_so_instead_of_blaming_a_metric(project: pytest.
     example = readme_example()
     assert 'model="jev-1.13.0", ' in example
     project.makepyfile(test_quality=example.replace('model="jev-1.13.0", ', ""))
-    result = project.runpytest_inprocess("-q", "-p", "no:cacheprovider")
+    result = project.runpytest_inprocess("-q", "-p", "no:cacheprovider", *NESTED_PYTEST)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*ragbatch_gate: the report judged no row: all 48 rows failed (cache-miss 48), so there "

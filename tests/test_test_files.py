@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import NESTED_PYTEST
+
 pytest_plugins = ["pytester"]
 TESTS = Path(__file__).resolve().parent
 LIMIT = 500
@@ -49,5 +51,5 @@ def test_slow_tests_run_only_where_ci_is_set(
     pytester.makepyfile(
         "import pytest\n\n\n@pytest.mark.slow\ndef test_slow() -> None:\n    pass\n"
     )
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-W", "ignore")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-W", "ignore", *NESTED_PYTEST)
     result.assert_outcomes(**{outcome: 1})

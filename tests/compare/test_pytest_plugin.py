@@ -10,6 +10,7 @@ import pytest
 
 from ragbatch.compare._gate import gate, gate_markdown
 from tests.compare.test_gate_cli import REPORT, regressed
+from tests.conftest import NESTED_PYTEST
 
 pytest_plugins = ("pytester",)
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +45,7 @@ def test_a_regression_fails_the_test_with_the_gates_markdown(project: pytest.Pyt
             raise AssertionError("not reached")
         """
     )
-    run = project.runpytest("-q")
+    run = project.runpytest("-q", *NESTED_PYTEST)
     run.assert_outcomes(passed=1, failed=1)
     markdown = gate_markdown(
         gate(
@@ -91,7 +92,7 @@ def test_reports_in_memory_rules_and_bad_input(project: pytest.Pytester) -> None
         paths=f"FIXTURE = {str(ROOT / 'datasets' / 'rag-fixture.jsonl')!r}\n"
         f"PRICING = {str(ROOT / 'pricing' / 'typesafe-2026-12.json')!r}\n"
     )
-    run = project.runpytest("-q")
+    run = project.runpytest("-q", *NESTED_PYTEST)
     run.assert_outcomes(passed=1, failed=3)
     output = run.stdout.str()
     assert "## ragbatch gate: FAIL: regression" in output
@@ -125,7 +126,7 @@ def test_corrected_rates_pass_fail_and_undecided(project: pytest.Pytester) -> No
                           undecided="skip")
         """
     )
-    run = project.runpytest("-q", "-rs")
+    run = project.runpytest("-q", "-rs", *NESTED_PYTEST)
     run.assert_outcomes(passed=1, failed=2, skipped=1)
     output = run.stdout.str()
     assert "Corrected rates (human labels): FAIL" in output
