@@ -14,8 +14,8 @@ after it listed by Phoenix (a thread polls the listing every 0.1 s and notes whe
 first shows). Phoenix inserts what it receives in the background, at most 100 spans a
 transaction, so at a high rate on a small machine spans are listed seconds after they end,
 and no watcher can judge a trace before the spans that show it complete are listed. Printed:
-p50, p95 and max of both and of Phoenix's listing delay (the root span's), against the bound ``--interval-s`` + the judge's
-latency + 1 s, the judge's latency being the longest a trace's judging takes (its calls one
+p50, p95 and max of both and of Phoenix's listing delay (the root span's), against the bound
+``--interval-s`` + the judge's latency + 1 s, the judge's latency being the longest a trace's judging takes (its calls one
 after another at ``--judge-ms`` each: several for a multi-step trace).
 
 **Proof** (``--kills K --outage-s S``): the watcher is killed with SIGKILL at K random moments
@@ -23,8 +23,9 @@ after another at ``--judge-ms`` each: several for a multi-step trace).
 again at once, and Phoenix is stopped for S seconds between the two halves of the
 traffic. Then: every trace's root span holds exactly one ``ragbatch`` annotation and no span
 two of one name; the judge calls answered more than once are at most K x ``--concurrency``
-(the calls in flight at each kill); the watcher said Phoenix was back by itself; SIGTERM ends
-it with exit 0.
+(the calls in flight at each kill); a watcher said Phoenix was down, and none ended but by a
+kill (the loop resumed by itself: the one that saw Phoenix go may be killed before it saw it
+back, so "Phoenix answers again" is printed as information); SIGTERM ends it with exit 0.
 
 Run: ``python -m bench.bench_watch --traces 500 --rate 50`` (latency, about 30 s after
 Phoenix's start) and ``python -m bench.bench_watch --traces 500 --rate 8.4 --kills 10
