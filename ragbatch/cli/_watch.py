@@ -54,7 +54,8 @@ Interval = Annotated[float, _opt("Seconds between polls of Phoenix.", min=0.05)]
 Idle = Annotated[
     float,
     _opt(
-        "A trace is complete once its spans all ended this many seconds before the last poll.",
+        "A trace is complete once Phoenix lists a span that ended this many seconds after its "
+        "last one, or nothing new came for this long.",
         min=0.0,
     ),
 ]
@@ -68,7 +69,7 @@ Since = Annotated[
 ]
 Until = Annotated[
     str | None,
-    _opt("Only spans that started before this time (ISO 8601; no offset = UTC).",
+    _opt("Only traces whose root span started before this time (ISO 8601; no offset = UTC).",
          show_default=False),
 ]  # fmt: skip
 Once = Annotated[

@@ -8,6 +8,7 @@ watcher at once (143 or 130; every commit is whole, so a restart goes on from th
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import sqlite3
@@ -55,6 +56,18 @@ def check_cache(options: RunOptions) -> None:
         )
 
 
+def check_report_dir(path: Path) -> None:
+    """--report-dir made (if missing) and writable before anything is read or judged."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--report-dir {path}: is a file, not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--report-dir {path}: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"--report-dir {path}: no permission to write in it")
+
+
 def watch(
     url: str,
     project: str,
@@ -72,6 +85,7 @@ def watch(
         raise ConfigError(f"--sample-rate must lie in (0, 1], got {settings.sample_rate}")
     if settings.since and settings.until and settings.since >= settings.until:
         raise ConfigError("--since must come before --until")
+    check_report_dir(windows.report_dir)
     client = PhoenixClient(base, project, api_key, timeout_s=options.retry.timeout)
     return anyio.run(_watch, base, project, client, settings, windows, options, say)
 

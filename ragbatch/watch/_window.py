@@ -112,7 +112,6 @@ async def write_window(
         unreadable=states.get("unreadable", 0),
     )
     report = builder.report(dataset_sha256=sha256).model_copy(update={"window": window})
-    settings.report_dir.mkdir(parents=True, exist_ok=True)
     path = settings.report_dir / f"{stamp(start)}.json"
     _write(path, report_bytes(report))
     data = report_json(report)

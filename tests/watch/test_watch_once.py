@@ -164,6 +164,7 @@ def test_until_judges_only_the_traces_that_started_before_it(
         (("--phoenix", "http://127.0.0.1:9", "--report-every", "soon"), "a duration such as"),
         (("--phoenix", "http://127.0.0.1:9", "--since", "yesterday"), "an ISO 8601 time"),
         (("--phoenix", "http://127.0.0.1:9", "--project", "a/b"), "without / ? #"),
+        (("--phoenix", "http://127.0.0.1:9", "--report-dir", str(Path(__file__))), "--report-dir"),
     ],
 )
 def test_bad_options_are_one_error_line(
