@@ -127,8 +127,8 @@ def _cause(group: BaseExceptionGroup[BaseException], path: Path) -> BaseExceptio
         else:
             leaves.append(found)
     for leaf in leaves:
-        if isinstance(leaf, RagbatchError):
-            return leaf
+        if isinstance(leaf, RagbatchError):  # said in one line: its frames are not kept
+            return leaf.with_traceback(None)
     for leaf in leaves:
         if isinstance(leaf, sqlite3.Error):
             return state_error(path, leaf)
