@@ -1,6 +1,7 @@
 """The instrumented RAG app and a real Phoenix together: traces sent over OTLP/HTTP are read
 back through Phoenix's REST API value by value, read by ragbatch's OpenInference reader as
-the app meant them, judged by the mock as their kind says, and survive a server restart."""
+the app meant them, and judged by the mock as their kind says. (Phoenix stopped and started
+again under a watcher: tests/watch/test_watch_exactly_once.py.)"""
 
 from __future__ import annotations
 
