@@ -15,8 +15,9 @@ first shows). Phoenix inserts what it receives in the background, at most 100 sp
 transaction, so at a high rate on a small machine spans are listed seconds after they end,
 and no watcher can judge a trace before the spans that show it complete are listed. Printed:
 p50, p95 and max of both and of Phoenix's listing delay (the root span's), against the bound
-``--interval-s`` + the judge's latency + 1 s, the judge's latency being the longest a trace's judging takes (its calls one
-after another at ``--judge-ms`` each: several for a multi-step trace).
+``--interval-s`` + the judge's latency + 1 s, the judge's latency being the longest a trace's
+judging takes (its calls one after another at ``--judge-ms`` each: several for a multi-step
+trace).
 
 **Proof** (``--kills K --outage-s S``): the watcher is killed with SIGKILL at K random moments
 (every other one the first moment after that when a judge call is in flight) and started

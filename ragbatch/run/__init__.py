@@ -27,6 +27,7 @@ from ragbatch.run._budget import HOURLY_KIND
 # The front door: what other packages use (the modules behind it are private).
 from ragbatch.run._config import DEFAULT_CACHE, DEFAULT_DATASET, DEFAULT_PRICING, PRICING_NAME
 from ragbatch.run._dispatch import run
+from ragbatch.run._execute import first_error
 from ragbatch.run._factory import estimate_options
 from ragbatch.run._items import ItemCounts, open_source_items, open_source_rows
 from ragbatch.run._job import run_job, run_options_async
@@ -65,6 +66,7 @@ __all__ = [
     "RunOptions",
     "cli_fields",
     "estimate_options",
+    "first_error",
     "local_cluster",
     "merge_partials",
     "open_judge",

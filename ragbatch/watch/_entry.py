@@ -18,8 +18,8 @@ from pathlib import Path
 
 import anyio
 
-from ragbatch.core import ConfigError, RagbatchError
-from ragbatch.run import RunOptions, open_judge
+from ragbatch.core import ConfigError
+from ragbatch.run import RunOptions, first_error, open_judge
 from ragbatch.watch._loop import Watcher, WatchSettings
 from ragbatch.watch._phoenix import PhoenixClient, check_phoenix_url
 from ragbatch.watch._state import WatchState, state_error, state_path
@@ -118,21 +118,14 @@ async def _watch(
 def _cause(group: BaseExceptionGroup[BaseException], path: Path) -> BaseException:
     """The error a task group's failure says: a RagbatchError (a refused key: exit 4), else
     the state file's (a full disk: exit 2); anything else is a bug and raised as it is."""
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        found = pending.pop(0)
-        if isinstance(found, BaseExceptionGroup):
-            pending.extend(found.exceptions)
-        else:
-            leaves.append(found)
-    for leaf in leaves:
-        if isinstance(leaf, RagbatchError):  # said in one line: its frames are not kept
-            return leaf.with_traceback(None)
-    for leaf in leaves:
-        if isinstance(leaf, sqlite3.Error):
-            return state_error(path, leaf)
-    return group
+    error = first_error(group)
+    if error is not None:  # said in one line: its frames are not kept
+        return error.with_traceback(None)
+    matched, _ = group.split(sqlite3.Error)
+    failed: BaseException | None = matched
+    while isinstance(failed, BaseExceptionGroup):
+        failed = failed.exceptions[0]
+    return group if failed is None else state_error(path, failed)
 
 
 async def _guarded(
